@@ -1,0 +1,46 @@
+"""Base for every config model: frozen, unknown keys rejected, errors rendered as one line."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+from pydantic import BaseModel, ConfigDict
+
+from foxhunt.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class StrictConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+
+
+def describe_validation_error(exc: pydantic.ValidationError, source: str) -> str:
+    """First problem of a pydantic error as `source: key.path: message`."""
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{key}'"
+    if err["type"] == "missing":
+        return f"{source}: missing key '{key}'"
+    return f"{source}: key '{key}': {err['msg']} (got {err.get('input')!r})"
+
+
+def validate_config(model: type[M], data: dict[str, Any], source: str) -> M:
+    try:
+        return model.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, source)) from None

@@ -1,0 +1,1 @@
+"""Market data: instruments, bars and ticks, import and validation, resampling, the store."""

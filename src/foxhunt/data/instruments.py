@@ -1,0 +1,122 @@
+"""Contract specifications: shipped in `resources/instruments.toml`, extended by the user's file."""
+
+from __future__ import annotations
+
+import math
+import re
+from importlib import resources
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import field_validator
+
+from foxhunt.configbase import StrictConfig, read_toml, validate_config
+from foxhunt.errors import ConfigError, UnknownSymbolError
+
+_HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
+
+
+class Session(StrictConfig):
+    """Daily trading session in `tz`; `open > close` means it runs overnight."""
+
+    tz: str = "UTC"
+    open: str = "00:00"
+    close: str = "00:00"
+
+    @field_validator("tz")
+    @classmethod
+    def _known_zone(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {v!r}") from None
+        return v
+
+    @field_validator("open", "close")
+    @classmethod
+    def _hhmm(cls, v: str) -> str:
+        if not _HHMM.match(v):
+            raise ValueError(f"expected HH:MM, got {v!r}")
+        return v
+
+    def minutes(self, which: str) -> int:
+        h, m = getattr(self, which).split(":")
+        return int(h) * 60 + int(m)
+
+
+class Instrument(StrictConfig):
+    symbol: str
+    description: str = ""
+    exchange: str = ""
+    tick_size: float
+    point_value: float
+    commission: float
+    currency: str = "USD"
+    session: Session = Session()
+
+    @field_validator("tick_size", "point_value")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError("must be a positive number")
+        return v
+
+    @field_validator("commission")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        if not (v >= 0 and math.isfinite(v)):
+            raise ValueError("must be >= 0")
+        return v
+
+    def round_price(self, price: float) -> float:
+        """Round to the nearest tick; what any price that reaches an order goes through."""
+        return round(price / self.tick_size) * self.tick_size
+
+    @property
+    def tick_value(self) -> float:
+        return self.tick_size * self.point_value
+
+
+class InstrumentRegistry:
+    """Known instruments by symbol. Immutable once built; build a new one to add files."""
+
+    def __init__(self, instruments: dict[str, Instrument]):
+        self._by_symbol = dict(instruments)
+
+    @classmethod
+    def load(cls, *extra_files: Path) -> InstrumentRegistry:
+        shipped = resources.files("foxhunt.resources").joinpath("instruments.toml")
+        with resources.as_file(shipped) as path:
+            items = cls._parse(path)
+        for file in extra_files:
+            if file.exists():
+                items.update(cls._parse(file))
+        return cls(items)
+
+    @staticmethod
+    def _parse(path: Path) -> dict[str, Instrument]:
+        out = {}
+        for symbol, spec in read_toml(path).items():
+            if not isinstance(spec, dict):
+                raise ConfigError(f"{path}: [{symbol}] must be a table of instrument fields")
+            out[symbol] = validate_config(Instrument, {"symbol": symbol, **spec}, f"{path} [{symbol}]")
+        return out
+
+    def get(self, symbol: str) -> Instrument:
+        try:
+            return self._by_symbol[symbol]
+        except KeyError:
+            raise UnknownSymbolError(
+                f"unknown symbol {symbol!r}; known: {', '.join(self.symbols)} "
+                "(add it to instruments.toml in FOXHUNT_HOME)"
+            ) from None
+
+    @property
+    def symbols(self) -> list[str]:
+        return sorted(self._by_symbol)
+
+    def __contains__(self, symbol: str) -> bool:
+        return symbol in self._by_symbol
+
+    def __iter__(self):
+        return iter(self._by_symbol[s] for s in self.symbols)

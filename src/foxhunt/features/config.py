@@ -1,0 +1,23 @@
+"""Feature pipeline settings (the `[features]` section of the config)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator
+
+from foxhunt.configbase import StrictConfig
+
+
+class FeatureConfig(StrictConfig):
+    returns_lags: list[int] = Field(default=[1, 2, 4, 8, 16, 32])
+    vol_windows: list[int] = Field(default=[16, 64])
+    volume_windows: list[int] = Field(default=[16, 64])
+    trend_windows: list[int] = Field(default=[8, 32, 128])
+    norm_window: int = Field(default=1024, ge=2)
+    clip: float = Field(default=5.0, gt=0)
+
+    @field_validator("returns_lags", "vol_windows", "volume_windows", "trend_windows")
+    @classmethod
+    def _positive_sorted(cls, v: list[int]) -> list[int]:
+        if not v or any(w < 1 for w in v):
+            raise ValueError("must be a non-empty list of positive integers")
+        return sorted(set(v))
