@@ -1,0 +1,212 @@
+"""`foxhunt data ...`: import, list, show, export, the bundled ES sample and synthetic markets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Optional
+
+import typer
+
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, data_app, fmt_ts, out, parse_ts_option
+from foxhunt.errors import FoxhuntError
+
+
+def open_store(ctx: typer.Context):
+    from foxhunt.data.store import MarketStore
+
+    return MarketStore(_settings(ctx).store_path)
+
+
+def instrument_registry(ctx: typer.Context):
+    from foxhunt.data.instruments import InstrumentRegistry
+
+    return InstrumentRegistry.load(_settings(ctx).instruments_file)
+
+
+def _bar_specs(values: list[str] | None):
+    from foxhunt.data.series import BarSpec
+
+    return [BarSpec.parse(v) for v in values or []]
+
+
+def _series_rows(infos) -> list[dict]:
+    return [
+        {"symbol": s.symbol, "kind": s.kind, "bars": s.spec, "first_ts": s.first_ts,
+         "last_ts": s.last_ts, "first": fmt_ts(s.first_ts), "last": fmt_ts(s.last_ts), "rows": s.rows}
+        for s in infos
+    ]
+
+
+def _print_series(title: str, rows: list[dict]) -> None:
+    out.print(_table(title, ["symbol", "series", "first (UTC)", "last (UTC)", "rows"],
+                     [[r["symbol"], r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
+
+
+def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str) -> list:
+    """Resample everything first, then write ticks and every bar series in one transaction."""
+    from foxhunt.data.resample import resample
+
+    series = [(spec, resample(ticks, spec, point_value=instrument.point_value)) for spec in specs]
+    with store.transaction():
+        if ticks is not None:
+            store.write_ticks(symbol, ticks, source)
+        for spec, bars in series:
+            store.write_bars(symbol, spec, bars, source)
+    return series
+
+
+@data_app.command("import")
+def data_import(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="CSV, Parquet or Databento DBN file.")],
+    symbol: Annotated[str, typer.Option(help="Instrument symbol, e.g. ES.")],
+    kind: Annotated[Literal["bars", "ticks"], typer.Option(help="What the file holds.")] = "bars",
+    tz: Annotated[Optional[str], typer.Option(help="Zone of naive timestamps, e.g. America/Chicago.")] = None,
+    ts_unit: Annotated[
+        Literal["auto", "s", "ms", "us", "ns", "iso"], typer.Option(help="Timestamp encoding.")
+    ] = "auto",
+    bars: Annotated[
+        Optional[list[str]],
+        typer.Option("--bars", help="Ticks: resample into this series (repeatable: 1min, ticks:500, "
+                     "volume:10000, dollar:5e7). Bars: the series name (inferred when omitted)."),
+    ] = None,
+    ts_is_open: Annotated[bool, typer.Option(help="Bar timestamps mark the bar open, not close.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate a file and store it; a bad file names the row and the rule and writes nothing."""
+    from foxhunt.data.readers import infer_bar_spec, read_bars, read_ticks
+
+    instrument = instrument_registry(ctx).get(symbol)
+    specs = _bar_specs(bars)
+    with open_store(ctx) as store:
+        if kind == "ticks":
+            ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
+            written = write_ticks_and_bars(store, symbol, ticks, specs, instrument, str(path))
+            doc = {"symbol": symbol, "kind": "ticks", "file": str(path), "ticks": len(ticks),
+                   "bars": {str(s): len(b) for s, b in written}}
+        else:
+            if len(specs) > 1:
+                raise FoxhuntError("--bars: a bar file is one series; give --bars at most once")
+            frame = read_bars(path, ts_unit=ts_unit, tz=tz, ts_is_open=ts_is_open,
+                              spec=specs[0] if specs else None)
+            spec = specs[0] if specs else infer_bar_spec(frame.ts)
+            with store.transaction():
+                store.write_bars(symbol, spec, frame, str(path))
+            doc = {"symbol": symbol, "kind": "bars", "file": str(path), "bars": {str(spec): len(frame)}}
+    if as_json:
+        _emit_json(doc)
+        return
+    what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
+    series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
+    out.print(f"imported {what} for {symbol} from {path}" + (f": {series}" if series else ""))
+
+
+@data_app.command("list")
+def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """List stored series: symbol, bar spec, first/last timestamp, rows."""
+    with open_store(ctx) as store:
+        rows = _series_rows(store.series())
+    if as_json:
+        _emit_json(rows)
+    elif not rows:
+        out.print("the store is empty: try `foxhunt data sample` or `foxhunt data import FILE --symbol ES`")
+    else:
+        _print_series(f"series in {_settings(ctx).store_path}", rows)
+
+
+@data_app.command("show")
+def data_show(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    start: Annotated[Optional[str], typer.Option("--from", help="First ts (ISO or ns), inclusive.")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="Last ts (ISO or ns), inclusive.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows to print from the end of the range (0 = all).")] = 20,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print bars of one series in a time range."""
+    from foxhunt.data.series import BarSpec
+
+    spec = BarSpec.parse(bars)
+    with open_store(ctx) as store:
+        frame = store.read_bars(symbol, spec, parse_ts_option(start, "--from"), parse_ts_option(end, "--to"))
+    total = len(frame)
+    if limit > 0 and total > limit:
+        frame = frame.slice(total - limit, total)
+    cols = {k: v for k, v in frame.columns().items() if v is not None}
+    if as_json:
+        _emit_json({"symbol": symbol, "bars": str(spec), "rows_in_range": total,
+                    "rows": [dict(zip(cols, vals)) for vals in zip(*(c.tolist() for c in cols.values()))]})
+        return
+    rows = [[fmt_ts(int(r[0])), *(f"{v:g}" for v in r[1:])] for r in zip(*cols.values())]
+    out.print(_table(f"{symbol} {spec}: last {len(frame)} of {total:,} bars in range",
+                     ["ts (close, UTC)", *list(cols)[1:]], rows))
+
+
+@data_app.command("export")
+def data_export(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")],
+    out_file: Annotated[Path, typer.Option("--out", help="Output .csv or .parquet file.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Write one bar series to CSV or Parquet (atomically: temp file, then rename)."""
+    from foxhunt.data.series import BarSpec
+
+    with open_store(ctx) as store:
+        rows = store.export_bars(symbol, BarSpec.parse(bars), out_file)
+    if as_json:
+        _emit_json({"symbol": symbol, "bars": bars, "out": str(out_file), "rows": rows})
+    else:
+        out.print(f"wrote {rows:,} bars of {symbol} {bars} to {out_file}")
+
+
+@data_app.command("sample")
+def data_sample(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Load the bundled real ES trades (2013-09-01..03) as ES ticks, 1-minute and 500-tick bars."""
+    from foxhunt.data.sample import SAMPLE_BAR_SPECS, SAMPLE_SYMBOL
+
+    rows = load_sample_into_store(ctx)
+    if as_json:
+        _emit_json(rows)
+        return
+    _print_series(f"bundled {SAMPLE_SYMBOL} sample ({', '.join(SAMPLE_BAR_SPECS)})", rows)
+
+
+def load_sample_into_store(ctx: typer.Context) -> list[dict]:
+    from foxhunt.data.sample import SAMPLE_BAR_SPECS, SAMPLE_SYMBOL, load_sample_ticks
+
+    instrument = instrument_registry(ctx).get(SAMPLE_SYMBOL)
+    with open_store(ctx) as store:
+        write_ticks_and_bars(store, SAMPLE_SYMBOL, load_sample_ticks(), _bar_specs(SAMPLE_BAR_SPECS),
+                             instrument, "bundled:es_trades_2013-09")
+        return [r for r in _series_rows(store.series()) if r["symbol"] == SAMPLE_SYMBOL]
+
+
+@data_app.command("synth")
+def data_synth(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Option(help="Symbol to store the market under.")] = "SYN",
+    n_bars: Annotated[int, typer.Option("--bars", help="Number of bars.", min=100)] = 100_000,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    signal_strength: Annotated[float, typer.Option(help="Planted signal strength X (0 = none).", min=0.0)] = 0.0,
+    bar_seconds: Annotated[int, typer.Option(help="Bar length in seconds.", min=1)] = 60,
+    as_json: JsonOpt = False,
+) -> None:
+    """Generate a synthetic market with a planted signal of known strength and store its bars."""
+    from foxhunt.data.series import NS, BarSpec
+    from foxhunt.data.synth import SynthConfig, generate
+
+    instrument = instrument_registry(ctx).get(symbol)
+    cfg = SynthConfig(n_bars=n_bars, seed=seed, signal_strength=signal_strength,
+                      bar_seconds=bar_seconds, tick_size=instrument.tick_size)
+    market = generate(cfg)
+    spec = BarSpec("time", float(bar_seconds * NS["s"]))
+    with open_store(ctx) as store, store.transaction():
+        store.write_bars(symbol, spec, market.bars, f"synth:seed={seed},X={signal_strength}")
+    doc = {"symbol": symbol, "bars": str(spec), **market.summary()}
+    if as_json:
+        _emit_json(doc)
+        return
+    out.print(_table(f"synthetic market {symbol} {spec}", ["field", "value"], [[k, v] for k, v in doc.items()]))
