@@ -36,6 +36,8 @@ def describe_validation_error(exc: pydantic.ValidationError, source: str) -> str
         return f"{source}: unknown key '{key}'"
     if err["type"] == "missing":
         return f"{source}: missing key '{key}'"
+    if not err["loc"]:
+        return f"{source}: {err['msg']}"
     return f"{source}: key '{key}': {err['msg']} (got {err.get('input')!r})"
 
 

@@ -1,0 +1,1 @@
+"""Learning agents: networks and losses (`dqn`: branching Rainbow / IQN)."""

@@ -1,0 +1,25 @@
+"""The vectorised trading env: market tensors on the device, one fill model, lock-step episodes.
+
+`foxhunt.env.gym_wrapper` (needs gymnasium) adapts it to the Gymnasium API.
+"""
+
+from foxhunt.env.actions import ActionTable, flatten_actions, unflatten_actions
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import Book, CostModel, Fill
+from foxhunt.env.market import MarketTensors
+from foxhunt.env.vector_env import POS_STATE, REWARD_COMPONENTS, StepResult, TradingVecEnv
+
+__all__ = [
+    "POS_STATE",
+    "REWARD_COMPONENTS",
+    "ActionTable",
+    "Book",
+    "CostModel",
+    "EnvConfig",
+    "Fill",
+    "MarketTensors",
+    "StepResult",
+    "TradingVecEnv",
+    "flatten_actions",
+    "unflatten_actions",
+]

@@ -6,8 +6,13 @@ from pydantic import Field, field_validator
 
 from foxhunt.configbase import StrictConfig
 
+GROUPS = ("returns", "volatility", "volume", "trend", "time")
+
 
 class FeatureConfig(StrictConfig):
+    """Which feature groups to build, their look-back windows, and how to normalise them."""
+
+    groups: list[str] = Field(default=list(GROUPS))
     returns_lags: list[int] = Field(default=[1, 2, 4, 8, 16, 32])
     vol_windows: list[int] = Field(default=[16, 64])
     volume_windows: list[int] = Field(default=[16, 64])
@@ -15,9 +20,24 @@ class FeatureConfig(StrictConfig):
     norm_window: int = Field(default=1024, ge=2)
     clip: float = Field(default=5.0, gt=0)
 
-    @field_validator("returns_lags", "vol_windows", "volume_windows", "trend_windows")
+    @field_validator("groups")
+    @classmethod
+    def _known_groups(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - set(GROUPS))
+        if unknown or not v:
+            raise ValueError(f"must be a non-empty subset of {list(GROUPS)}; unknown: {unknown}")
+        return [g for g in GROUPS if g in v]
+
+    @field_validator("returns_lags", "vol_windows", "volume_windows")
     @classmethod
     def _positive_sorted(cls, v: list[int]) -> list[int]:
         if not v or any(w < 1 for w in v):
             raise ValueError("must be a non-empty list of positive integers")
+        return sorted(set(v))
+
+    @field_validator("trend_windows")
+    @classmethod
+    def _at_least_two(cls, v: list[int]) -> list[int]:
+        if not v or any(w < 2 for w in v):
+            raise ValueError("must be a non-empty list of integers >= 2 (a z-score needs 2 bars)")
         return sorted(set(v))

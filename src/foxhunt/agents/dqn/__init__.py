@@ -1,0 +1,33 @@
+"""Rainbow-style branching DQN: networks, C51/IQN losses, target updates, layout fingerprints."""
+
+from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
+from foxhunt.agents.dqn.losses import LossOutput, c51_loss, direction_loss, iqn_loss, quantile_huber
+from foxhunt.agents.dqn.network import BranchingQNetwork, DuelingBranches, QOutput, VariableSelection
+from foxhunt.agents.dqn.noisy import NoisyLinear
+from foxhunt.agents.dqn.projection import project_distribution
+from foxhunt.agents.dqn.target import (
+    describe_layout_diff,
+    layout_description,
+    layout_fingerprint,
+    polyak_update,
+)
+
+__all__ = [
+    "LAYOUT_FIELDS",
+    "AgentConfig",
+    "BranchingQNetwork",
+    "DuelingBranches",
+    "LossOutput",
+    "NoisyLinear",
+    "QOutput",
+    "VariableSelection",
+    "c51_loss",
+    "describe_layout_diff",
+    "direction_loss",
+    "iqn_loss",
+    "layout_description",
+    "layout_fingerprint",
+    "polyak_update",
+    "project_distribution",
+    "quantile_huber",
+]

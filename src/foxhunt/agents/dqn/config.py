@@ -1,0 +1,75 @@
+"""Settings of the branching Rainbow / IQN agent (network layout, loss and optimiser knobs)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from foxhunt.configbase import StrictConfig
+
+LAYOUT_FIELDS = (
+    "hidden",
+    "trunk_layers",
+    "atoms",
+    "v_min",
+    "v_max",
+    "noisy",
+    "noisy_trunk",
+    "dueling",
+    "head",
+    "iqn_embedding",
+    "variable_selection",
+    "branches",
+)
+"""Fields that change the parameters or the meaning of the outputs; a checkpoint must match them."""
+
+
+class AgentConfig(StrictConfig):
+    hidden: int = Field(default=256, gt=0, description="trunk and head stream width")
+    trunk_layers: int = Field(default=2, ge=1)
+    atoms: Literal[11, 21, 51] = 51
+    v_min: float = Field(default=-10.0, description="support low end; rewards are volatility-scaled")
+    v_max: float = 10.0
+    noisy: bool = Field(default=True, description="noisy linear layers in the heads")
+    noisy_trunk: bool = Field(default=False, description="noisy linear layers in the trunk too")
+    sigma0: float = Field(default=0.5, gt=0)
+    dueling: bool = True
+    head: Literal["c51", "iqn"] = "c51"
+    iqn_taus: int = Field(default=32, gt=0, description="online tau samples N (and K for acting)")
+    iqn_target_taus: int = Field(default=32, gt=0, description="target tau samples N'")
+    iqn_embedding: int = Field(default=64, gt=0, description="cosine basis size of the tau embedding")
+    kappa: float = Field(default=1.0, gt=0, description="quantile Huber threshold")
+    aux_weight: float = Field(default=0.1, ge=0, description="weight of the direction-head loss")
+    gamma: float = Field(default=0.99, gt=0, le=1)
+    n_step: int = Field(default=3, ge=1)
+    tau: float = Field(default=0.005, gt=0, le=1, description="Polyak rate of the target network")
+    lr: float = Field(default=1e-4, gt=0)
+    adam_eps: float = Field(default=1.5e-4, gt=0)
+    grad_clip: float = Field(default=10.0, gt=0)
+    variable_selection: bool = False
+    branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
+
+    @field_validator("branches")
+    @classmethod
+    def _equal_branches(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        if not v or min(v) < 2 or len(set(v)) != 1:
+            raise ValueError(
+                "must be one or more equal action counts >= 2 "
+                "(the heads stack into one [batch, branch, action, ...] tensor)"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _support_ordered(self) -> AgentConfig:
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        return self
+
+    @property
+    def n_branches(self) -> int:
+        return len(self.branches)
+
+    @property
+    def n_actions(self) -> int:
+        return self.branches[0]

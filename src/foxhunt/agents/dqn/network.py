@@ -1,0 +1,223 @@
+"""Branching dueling distributional Q-network: shared trunk, one head per action branch.
+
+Layout: observation -> [variable selection] -> trunk MLP (Linear, LayerNorm, ReLU) -> dueling
+branching heads (C51 atoms or IQN quantiles per branch and action), plus a 2-class next-bar
+direction head on the trunk as an auxiliary task.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
+from foxhunt.agents.dqn.noisy import NoisyLinear
+from foxhunt.errors import ConfigError
+
+
+class QOutput(NamedTuple):
+    """C51 fills `log_probs` [B, Br, A, atoms]; IQN fills `quantiles` [B, Br, A, N] and `taus` [B, N]."""
+
+    log_probs: Tensor | None
+    aux_logits: Tensor
+    quantiles: Tensor | None = None
+    taus: Tensor | None = None
+
+
+def _linear(in_features: int, out_features: int, noisy: bool, sigma0: float) -> nn.Module:
+    return NoisyLinear(in_features, out_features, sigma0) if noisy else nn.Linear(in_features, out_features)
+
+
+def _stream(in_features: int, hidden: int, out_features: int, noisy: bool, sigma0: float) -> nn.Sequential:
+    return nn.Sequential(
+        _linear(in_features, hidden, noisy, sigma0), nn.ReLU(), _linear(hidden, out_features, noisy, sigma0)
+    )
+
+
+class VariableSelection(nn.Module):
+    """Softmax-gated sum of per-group embeddings, after the variable selection network of
+    Lim et al. 2021 ("Temporal Fusion Transformers").
+
+    Each feature group's columns over the whole window are embedded on their own path; a gate
+    computed from the full observation weights the groups, so the weights say which groups the
+    agent leans on. Observation layout: window rows of F features (row-major), then pos_dim
+    position features, which bypass the gate and are appended to the mixed embedding.
+    """
+
+    def __init__(
+        self, groups: dict[str, list[int]], n_features: int, window: int, pos_dim: int, out_dim: int
+    ):
+        super().__init__()
+        seen: dict[int, str] = {}
+        for name, cols in groups.items():
+            if not name or "." in name or not cols:
+                raise ConfigError(f"feature group {name!r}: needs a name without '.' and at least one column")
+            for c in cols:
+                if not 0 <= c < n_features:
+                    raise ConfigError(f"feature group {name!r}: column {c} outside 0..{n_features - 1}")
+                if c in seen:
+                    raise ConfigError(f"feature column {c} is in groups {seen[c]!r} and {name!r}; give it one group")
+                seen[c] = name
+        missing = sorted(set(range(n_features)) - set(seen))
+        if missing:
+            raise ConfigError(f"feature columns {missing} are in no feature group; every column needs one")
+        self.names = list(groups)
+        self.feature_dim = window * n_features
+        self.out_dim = out_dim + pos_dim
+        self.encoders = nn.ModuleDict()
+        for k, (name, cols) in enumerate(groups.items()):
+            flat = [w * n_features + c for w in range(window) for c in sorted(cols)]
+            self.register_buffer(f"columns_{k}", torch.tensor(flat, dtype=torch.long), persistent=False)
+            self.encoders[name] = nn.Sequential(nn.Linear(len(flat), out_dim), nn.ReLU())
+        self.gate = nn.Linear(self.feature_dim + pos_dim, len(groups))
+
+    def group_weights(self, obs: Tensor) -> Tensor:
+        """[B, G], each row sums to 1."""
+        return F.softmax(self.gate(obs), dim=-1)
+
+    def group_embeddings(self, obs: Tensor) -> Tensor:
+        """[B, G, out]; embedding g reads only group g's columns."""
+        return torch.stack(
+            [enc(obs.index_select(-1, getattr(self, f"columns_{k}"))) for k, enc in enumerate(self.encoders.values())],
+            dim=-2,
+        )
+
+    def forward(self, obs: Tensor) -> Tensor:
+        mixed = (self.group_weights(obs).unsqueeze(-1) * self.group_embeddings(obs)).sum(dim=-2)
+        return torch.cat([mixed, obs[..., self.feature_dim :]], dim=-1)
+
+
+class DuelingBranches(nn.Module):
+    """Action branching heads (Tavakoli et al. 2018, "Action Branching Architectures for Deep RL").
+
+    One shared value stream and one advantage stream per branch; each branch's advantage is
+    centred on its own mean over that branch's actions, Q_b(s, a) = V(s) + A_b(s, a) - mean A_b(s, .),
+    which keeps V identifiable per branch. Every output carries a trailing `out_dim` axis (atoms
+    for C51, 1 for IQN). Without dueling the advantage streams are the Q outputs.
+    """
+
+    def __init__(
+        self, in_dim: int, hidden: int, branches: tuple[int, ...], out_dim: int, dueling: bool, noisy: bool, sigma0: float
+    ):
+        super().__init__()
+        self.n_actions, self.out_dim = branches[0], out_dim
+        self.value = _stream(in_dim, hidden, out_dim, noisy, sigma0) if dueling else None
+        self.advantages = nn.ModuleList(_stream(in_dim, hidden, n * out_dim, noisy, sigma0) for n in branches)
+
+    def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
+        """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
+        adv = torch.stack(
+            [s(x).unflatten(-1, (self.n_actions, self.out_dim)) for s in self.advantages], dim=-3
+        )
+        if self.value is None:
+            return None, adv
+        return self.value(x)[..., None, None, :], adv - adv.mean(dim=-2, keepdim=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        value, adv = self.streams(x)
+        return adv if value is None else value + adv
+
+
+class BranchingQNetwork(nn.Module):
+    """Rainbow-style branching Q-network with a C51 (Bellemare et al. 2017) or IQN
+    (Dabney et al. 2018, "Implicit Quantile Networks") head.
+
+    `forward` returns per-branch distributions; `q_values` their means [B, Br, A]; `act` the
+    greedy action per branch [B, Br]. Noisy layers use fresh noise only after `reset_noise`;
+    `eval()` switches them to their mean weights.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        config: AgentConfig,
+        feature_groups: dict[str, list[int]] | None = None,
+        window: int = 1,
+        pos_dim: int = 0,
+    ):
+        super().__init__()
+        self.config, self.obs_dim, self.window, self.pos_dim = config, obs_dim, window, pos_dim
+        c = config
+        self.selection: VariableSelection | None = None
+        in_dim = obs_dim
+        if c.variable_selection:
+            if not feature_groups:
+                raise ConfigError("variable_selection is on but no feature groups were given")
+            if window < 1 or pos_dim < 0 or (obs_dim - pos_dim) % window or obs_dim <= pos_dim:
+                raise ConfigError(
+                    f"observation size {obs_dim} is not window ({window}) x features + pos_dim ({pos_dim})"
+                )
+            n_features = (obs_dim - pos_dim) // window
+            self.selection = VariableSelection(feature_groups, n_features, window, pos_dim, c.hidden)
+            in_dim = self.selection.out_dim
+
+        layers: list[nn.Module] = []
+        for _ in range(c.trunk_layers):
+            layers += [_linear(in_dim, c.hidden, c.noisy_trunk, c.sigma0), nn.LayerNorm(c.hidden), nn.ReLU()]
+            in_dim = c.hidden
+        self.trunk = nn.Sequential(*layers)
+        self.aux_head = nn.Linear(c.hidden, 2)
+
+        out_dim = c.atoms if c.head == "c51" else 1
+        self.heads = DuelingBranches(c.hidden, c.hidden, c.branches, out_dim, c.dueling, c.noisy, c.sigma0)
+        if c.head == "c51":
+            self.register_buffer("support", torch.linspace(c.v_min, c.v_max, c.atoms), persistent=False)
+        else:
+            self.register_buffer(
+                "cos_basis", math.pi * torch.arange(c.iqn_embedding, dtype=torch.float32), persistent=False
+            )
+            self.tau_embedding = nn.Sequential(nn.Linear(c.iqn_embedding, c.hidden), nn.ReLU())
+
+    def features(self, obs: Tensor) -> Tensor:
+        """Trunk output [B, hidden], shared by the Q heads and the direction head."""
+        x = obs if self.selection is None else self.selection(obs)
+        return self.trunk(x)
+
+    def sample_taus(self, batch: int, n: int, like: Tensor) -> Tensor:
+        """U(0, 1) taus in training; fixed midpoints (i + 0.5) / n in eval() so evaluation is deterministic."""
+        if self.training:
+            return torch.rand(batch, n, device=like.device, dtype=like.dtype)
+        mid = (torch.arange(n, device=like.device, dtype=like.dtype) + 0.5) / n
+        return mid.expand(batch, n)
+
+    def forward(self, obs: Tensor, taus: Tensor | None = None) -> QOutput:
+        """`taus` [B, N] is used by the IQN head only; drawn with `sample_taus(B, iqn_taus)` if None."""
+        h = self.features(obs)
+        aux_logits = self.aux_head(h)
+        if self.config.head == "c51":
+            return QOutput(log_probs=F.log_softmax(self.heads(h), dim=-1), aux_logits=aux_logits)
+        if taus is None:
+            taus = self.sample_taus(obs.shape[0], self.config.iqn_taus, obs)
+        phi = self.tau_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_basis))
+        quantiles = self.heads(h.unsqueeze(-2) * phi).squeeze(-1)
+        return QOutput(None, aux_logits, quantiles=quantiles.permute(0, 2, 3, 1), taus=taus)
+
+    def q_values(self, obs: Tensor) -> Tensor:
+        """Expected return per branch and action [B, Br, A]."""
+        out = self(obs)
+        if out.log_probs is not None:
+            return (out.log_probs.exp() * self.support).sum(dim=-1)
+        return out.quantiles.mean(dim=-1)
+
+    @torch.no_grad()
+    def act(self, obs: Tensor) -> Tensor:
+        """Greedy action per branch [B, Br] (long); ties go to the lowest index, the safe default."""
+        return self.q_values(obs).argmax(dim=-1)
+
+    @torch.no_grad()
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        for m in self.modules():
+            if isinstance(m, NoisyLinear):
+                m.reset_noise(generator)
+
+    def layout_info(self) -> dict[str, object]:
+        """What besides parameter shapes a checkpoint must match (see `layout_fingerprint`)."""
+        info: dict[str, object] = {f: getattr(self.config, f) for f in LAYOUT_FIELDS}
+        info.update(obs_dim=self.obs_dim, window=self.window, pos_dim=self.pos_dim)
+        if self.selection is not None:
+            info["feature_groups"] = self.selection.names
+        return info

@@ -1,0 +1,33 @@
+"""C51 target projection (Bellemare et al. 2017, "A Distributional Perspective on RL", eq. 7).
+
+The dense "hat" form: atom j receives p_i * max(0, 1 - |b_i - j|) from every source atom i, where
+b_i = (clamp(r + discount * z_i, v_min, v_max) - v_min) / dz is the target's position in atom
+units. It needs no scatter (so it captures cleanly in a CUDA graph), an integer b_i puts all of
+p_i on atom b_i (no l == u special case), and clamping sends mass beyond the support to the end
+atoms. Cost is O(atoms^2) per distribution, negligible at 51 atoms; written as multiply-and-sum
+rather than a matmul so bf16 autocast leaves the target in the input's precision.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def project_distribution(
+    next_probs: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> Tensor:
+    """Project p(z) shifted to r + discount * z back onto the evenly spaced `support`.
+
+    next_probs [..., atoms]; returns and discounts broadcast against next_probs[..., 0]
+    (e.g. [B] with [B, atoms], or [B, 1] with [B, branches, atoms]); support [atoms].
+    Returns [..., atoms], each row summing to the row sum of `next_probs`.
+    """
+    atoms = support.shape[-1]
+    v_min, v_max = support[0], support[-1]
+    dz = (v_max - v_min) / (atoms - 1)
+    tz = returns.unsqueeze(-1) + discounts.unsqueeze(-1) * support
+    b = (tz.clamp(v_min, v_max) - v_min) / dz
+    j = torch.arange(atoms, device=support.device, dtype=b.dtype)
+    hat = (1.0 - (b.unsqueeze(-1) - j).abs()).clamp(min=0.0)
+    return (next_probs.unsqueeze(-1) * hat).sum(dim=-2)

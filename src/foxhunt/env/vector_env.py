@@ -1,0 +1,323 @@
+"""Thousands of trading episodes stepped in lock-step as tensor ops (SPEC §3).
+
+State lives in preallocated device tensors, one element per env. `step` and `reset` use fixed
+shapes and `torch.where` only (no `.item()`, no boolean-mask indexing, no Python branch on a
+tensor value), so the env loop can be captured in a CUDA graph. To capture `step` with a
+custom `generator`, register it with the graph; with `generator=None` the device's default
+generator draws the auto-reset starts.
+
+Money is float64 and in dollars; an episode starts flat with equity 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from foxhunt.env import fills
+from foxhunt.env.actions import ActionTable
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import Book, CostModel
+from foxhunt.env.market import MarketTensors
+from foxhunt.errors import ConfigError, DataError
+
+POS_STATE = (
+    "position",  # signed contracts / max_contracts
+    "unrealised",  # open PnL at the close vs average fill price / (reward_scale * max_contracts)
+    "time_in_trade",  # bars held in the current direction / episode_len
+    "drawdown",  # episode equity peak - equity / (reward_scale * max_contracts)
+    "stop_mode",  # 0 off, 0.5 tight, 1 wide
+    "stop_distance",  # (close - stop) * side / ATR; 0 without a stop
+)
+
+REWARD_COMPONENTS = ("pnl", "cost", "stop", "drawdown_penalty", "hold_cost", "close_bonus")
+
+
+@dataclass
+class StepResult:
+    """What one lock-step step produced; every tensor is [N] unless noted.
+
+    All fields describe the step just taken (before auto-reset) except `obs`, which is the
+    observation for the next decision: of the new episode where the old one ended.
+    Quantities are signed contracts (+ buy, - sell); prices are meaningless where qty is 0.
+    """
+
+    reward: Tensor  # float32: (pnl - cost - drawdown_penalty - hold_cost + close_bonus) / scale
+    components: dict[str, Tensor]  # REWARD_COMPONENTS -> float64 dollars, unscaled
+    terminated: Tensor  # bool: ruin_loss reached; do not bootstrap
+    truncated: Tensor  # bool: episode_len or the end of start_range reached; bootstrap
+    next_bar: Tensor  # long: the bar after this step, before auto-reset
+    next_pos_state: Tensor  # [N, P] float32, before auto-reset
+    obs: Tensor  # [N, obs_dim] float32
+    order_qty: Tensor  # float64: the market order filled at the open
+    order_price: Tensor
+    stop_qty: Tensor  # float64: the trailing stop's exit inside the bar
+    stop_price: Tensor
+    flatten_qty: Tensor  # float64: the market-on-close at the session's last bar
+    flatten_price: Tensor
+    trades_closed: Tensor  # long: fills that took a position to flat or through zero (0..2)
+    position: Tensor  # float64 contracts after the step
+    equity: Tensor  # float64 dollars after the step, marked at the close
+
+
+class TradingVecEnv:
+    """`n_envs` episodes on one market. The agent decides at the close of bar `t`.
+
+    A step, decided at the close of bar t:
+    1. the market order (target - position) fills at open[t+1], slippage against the trader;
+    2. the trailing stop is armed at decision time from close[t] and ATR[t] when the direction
+       or stop mode changes, else it keeps its trailed level;
+    3. the stop may trigger inside bar t+1 on its low (long) / high (short);
+    4. with `flatten_at_session_end`, a position left at the close of a session's last bar is
+       closed there: a market-on-close at close[t+1], slippage against the trader;
+    5. the account is marked at close[t+1]; the stop trails the close; t <- t+1.
+    Choosing the current target again places no order; after a stop-out the position is flat,
+    so choosing the old target again re-enters.
+    """
+
+    def __init__(
+        self,
+        market: MarketTensors,
+        config: EnvConfig,
+        cost: CostModel | None = None,
+        n_envs: int = 1,
+        device: torch.device | str | None = None,
+        generator: torch.Generator | None = None,
+        start_range: tuple[int, int] | None = None,
+    ):
+        self.device = torch.device(device) if device is not None else market.device
+        self.market = market if market.device == self.device else market.to(self.device)
+        self.config = config
+        self.cost = cost or CostModel.from_instrument(market.instrument, config.slippage_ticks)
+        self.n_envs = n_envs
+        self.generator = generator
+        if n_envs < 1:
+            raise ConfigError(f"n_envs must be >= 1, got {n_envs}")
+        inst = market.instrument
+        if (self.cost.tick_size, self.cost.point_value) != (inst.tick_size, inst.point_value):
+            raise ConfigError(
+                f"cost model (tick {self.cost.tick_size}, point value {self.cost.point_value}) does "
+                f"not match {inst.symbol} (tick {inst.tick_size}, point value {inst.point_value}); "
+                "build it with CostModel.from_instrument"
+            )
+        self.first_start, self.last_start, self.end = self._check_start_range(start_range)
+        self._check_finite(self.first_start - config.window + 1, self.end)
+
+        self.actions = ActionTable(config, self.device)
+        self._offsets = torch.arange(-config.window + 1, 1, device=self.device)
+        zeros = dict(device=self.device)
+        n = n_envs
+        self._t = torch.zeros(n, dtype=torch.long, **zeros)
+        self._steps = torch.zeros(n, dtype=torch.long, **zeros)
+        self._time_in_trade = torch.zeros(n, dtype=torch.long, **zeros)
+        self._stop_mode = torch.zeros(n, dtype=torch.long, **zeros)
+        self._pos = torch.zeros(n, dtype=torch.float64, **zeros)
+        self._avg = torch.zeros(n, dtype=torch.float64, **zeros)
+        self._cash = torch.zeros(n, dtype=torch.float64, **zeros)
+        self._peak = torch.zeros(n, dtype=torch.float64, **zeros)
+        self._stop_level = torch.zeros(n, dtype=torch.float64, **zeros)
+        self._pos_state = torch.zeros(n, self.pos_dim, dtype=torch.float32, **zeros)
+        self._fresh_starts = torch.zeros(n, dtype=torch.long, **zeros)
+        self.reset()
+
+    @property
+    def pos_dim(self) -> int:
+        return len(POS_STATE)
+
+    @property
+    def obs_dim(self) -> int:
+        return self.config.window * self.market.n_features + self.pos_dim
+
+    def observe(self, bar: Tensor, pos_state: Tensor) -> Tensor:
+        """[B, W*F + P] float32: features of bars bar-W+1 .. bar, then the position state.
+
+        Pure: the replay buffer calls it at sample time with stored (bar, pos_state).
+        """
+        rows = (bar.long().unsqueeze(1) + self._offsets).reshape(-1)
+        window = self.market.features.index_select(0, rows).view(bar.shape[0], -1)
+        return torch.cat((window, pos_state.to(torch.float32)), dim=1)
+
+    def state(self) -> tuple[Tensor, Tensor]:
+        """(bar [N] long, pos_state [N, P] float32) of the pending decision; copies."""
+        return self._t.clone(), self._pos_state.clone()
+
+    def reset(self, starts: Tensor | None = None) -> Tensor:
+        """Start every env flat at a random bar (or at `starts`); returns obs [N, obs_dim]."""
+        if starts is None:
+            self._draw_starts()
+            self._t.copy_(self._fresh_starts)
+        else:
+            self._t.copy_(self._check_starts(starts))
+        for buf in (self._steps, self._time_in_trade, self._stop_mode):
+            buf.zero_()
+        for buf in (self._pos, self._avg, self._cash, self._peak, self._stop_level, self._pos_state):
+            buf.zero_()
+        return self.observe(self._t, self._pos_state)
+
+    def step(self, action: Tensor) -> StepResult:
+        """Advance every env one bar on `action` [N, 3] (branch choices); auto-reset the done."""
+        if tuple(action.shape) != (self.n_envs, 3):
+            raise ConfigError(f"action must have shape ({self.n_envs}, 3), got {tuple(action.shape)}")
+        m, cost, cfg = self.market, self.cost, self.config
+        pv = cost.point_value
+        t = self._t
+        nxt = t + 1
+        prev_close, open_, high, low, close = m.close[t], m.open[nxt], m.high[nxt], m.low[nxt], m.close[nxt]
+        scale = m.reward_scale[t]
+        pos0 = self._pos
+        equity0 = self._cash + pos0 * prev_close * pv
+        target, mode = self.actions.decode(action.to(self.device))
+        multiple = self.actions.stop_multiple[mode]
+
+        order = fills.execute(Book(pos0, self._avg, self._cash), target - pos0, open_, cost)
+        pos1 = order.book.position
+        side = torch.sign(pos1)
+
+        rearm = (side != torch.sign(pos0)) | (mode != self._stop_mode)
+        armed_level = fills.stop_level(prev_close, side, multiple, m.atr[t], cost)
+        level = torch.where(rearm, armed_level, self._stop_level)
+        armed = (side != 0) & (multiple > 0)
+        hit, stop_ref = fills.stop_trigger(side, level, open_, high, low, cost)
+        hit = hit & armed
+        stop = fills.execute(order.book, torch.where(hit, -pos1, 0.0), stop_ref, cost)
+        pos2 = stop.book.position
+
+        at_session_end = m.session_end[nxt] & cfg.flatten_at_session_end
+        flatten = fills.execute(stop.book, torch.where(at_session_end, -pos2, 0.0), close, cost)
+        pos3, avg3, cash3 = flatten.book
+
+        exit_ref = torch.where(hit, stop_ref, open_)
+        pnl = pv * (pos0 * (open_ - prev_close) + pos1 * (exit_ref - open_) + pos2 * (close - exit_ref))
+        costs = order.cost + stop.cost + flatten.cost
+        equity = cash3 + pos3 * close * pv
+        peak = torch.maximum(self._peak, equity)
+        drawdown_growth = ((peak - equity) - (self._peak - equity0)).clamp_min(0.0)
+        realised = order.realised + stop.realised + flatten.realised
+        components = {
+            "pnl": pnl,
+            "cost": costs,
+            "stop": stop.realised,
+            "drawdown_penalty": cfg.drawdown_penalty * drawdown_growth,
+            "hold_cost": cfg.hold_cost * scale * (pos1 == 0),
+            "close_bonus": cfg.trade_close_bonus * realised,
+        }
+        money = pnl - costs - components["drawdown_penalty"] - components["hold_cost"]
+        reward = ((money + components["close_bonus"]) / scale).to(torch.float32)
+
+        still_armed = armed & (pos3 != 0)
+        trailed = fills.trail_stop(level, side, close, multiple, m.atr[nxt], cost)
+        same_side = (torch.sign(pos3) == torch.sign(pos0)) & (pos3 != 0)
+        self._t.copy_(nxt)
+        self._steps.add_(1)
+        self._time_in_trade.copy_(torch.where(same_side, self._time_in_trade + 1, (pos3 != 0).long()))
+        self._pos.copy_(pos3)
+        self._avg.copy_(avg3)
+        self._cash.copy_(cash3)
+        self._peak.copy_(peak)
+        self._stop_mode.copy_(torch.where(still_armed, mode, 0))
+        self._stop_level.copy_(torch.where(still_armed, trailed, 0.0))
+        next_bar = nxt.clone()
+        next_pos_state = self._compute_pos_state(nxt)
+
+        terminated = equity <= -cfg.ruin_loss
+        truncated = ((self._steps >= cfg.episode_len) | (nxt + 1 >= self.end)) & ~terminated
+        done = terminated | truncated
+        self._draw_starts()
+        self._t.copy_(torch.where(done, self._fresh_starts, nxt))
+        for buf in (self._steps, self._time_in_trade, self._stop_mode):
+            buf.masked_fill_(done, 0)
+        for buf in (self._pos, self._avg, self._cash, self._peak, self._stop_level):
+            buf.masked_fill_(done, 0.0)
+        self._pos_state.copy_(next_pos_state.masked_fill(done.unsqueeze(1), 0.0))
+
+        return StepResult(
+            reward=reward,
+            components=components,
+            terminated=terminated,
+            truncated=truncated,
+            next_bar=next_bar,
+            next_pos_state=next_pos_state,
+            obs=self.observe(self._t, self._pos_state),
+            order_qty=order.qty,
+            order_price=order.price,
+            stop_qty=stop.qty,
+            stop_price=stop.price,
+            flatten_qty=flatten.qty,
+            flatten_price=flatten.price,
+            trades_closed=(
+                order.closed_trade.long() + stop.closed_trade.long() + flatten.closed_trade.long()
+            ),
+            position=pos3,
+            equity=equity,
+        )
+
+    def _compute_pos_state(self, bar: Tensor) -> Tensor:
+        m, cfg = self.market, self.config
+        close = m.close[bar]
+        pos = self._pos
+        per_position = m.reward_scale[bar] * cfg.max_contracts
+        equity = self._cash + pos * close * self.cost.point_value
+        unrealised = pos * (close - self._avg) * self.cost.point_value
+        stop_distance = torch.sign(pos) * (close - self._stop_level) / m.atr[bar]
+        return torch.stack(
+            (
+                pos / cfg.max_contracts,
+                unrealised / per_position,
+                self._time_in_trade / cfg.episode_len,
+                (self._peak - equity) / per_position,
+                self._stop_mode / 2.0,
+                torch.where(self._stop_mode > 0, stop_distance, 0.0),
+            ),
+            dim=1,
+        ).to(torch.float32)
+
+    def _draw_starts(self) -> None:
+        torch.randint(
+            self.first_start,
+            self.last_start + 1,
+            (self.n_envs,),
+            generator=self.generator,
+            device=self.device,
+            out=self._fresh_starts,
+        )
+
+    def _check_starts(self, starts: Tensor) -> Tensor:
+        starts = starts.to(device=self.device, dtype=torch.long)
+        if tuple(starts.shape) != (self.n_envs,):
+            raise ConfigError(f"starts must have shape ({self.n_envs},), got {tuple(starts.shape)}")
+        ok = ((starts >= self.first_start) & (starts <= self.end - 2)).all()
+        msg = f"starts must lie in [{self.first_start}, {self.end - 2}] (window and one step of data)"
+        if self.device.type == "cpu":
+            if not ok:
+                raise ConfigError(msg)
+        else:
+            torch._assert_async(ok, msg)
+        return starts
+
+    def _check_start_range(self, start_range: tuple[int, int] | None) -> tuple[int, int, int]:
+        cfg, n = self.config, len(self.market)
+        lo, hi = start_range if start_range is not None else (0, n)
+        if not 0 <= lo < hi <= n:
+            raise ConfigError(f"start_range ({lo}, {hi}) must satisfy 0 <= lo < hi <= {n} bars")
+        first, last = max(lo, cfg.window - 1), hi - cfg.episode_len - 1
+        if last < first:
+            need = first - lo + cfg.episode_len + 1
+            raise ConfigError(
+                f"start_range ({lo}, {hi}) holds {hi - lo} bars; window {cfg.window} + episode_len "
+                f"{cfg.episode_len} + 1 need {need}: widen the range or shorten env.episode_len"
+            )
+        return first, last, hi
+
+    def _check_finite(self, lo: int, hi: int) -> None:
+        m = self.market
+        bad = ~torch.isfinite(m.features[lo:hi]).all(dim=1)
+        for name in ("open", "high", "low", "close"):
+            bad |= ~torch.isfinite(getattr(m, name)[lo:hi])
+        if bool(bad.any()):
+            row = lo + int(bad.nonzero()[0, 0])
+            raise DataError(
+                f"bar {row} has a non-finite feature or price inside the env's range [{lo}, {hi}); "
+                "start the range after the features' warm-up"
+            )

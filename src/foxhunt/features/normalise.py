@@ -1,0 +1,155 @@
+"""Feature normalisation: a z-score fitted on a training window, or a causal rolling z-score.
+
+Walk-forward (SPEC §3) fits a `Normaliser` on a fold's training rows only and re-applies the
+same frozen statistics to its validation and test rows; `to_dict`/`from_dict` let a checkpoint
+carry them. Without a training window, `rolling_zscore` scales each row by statistics of the
+`window` rows ending at it, which is causal by construction.
+
+Columns marked `fixed` (bounded clock features) pass through unchanged: rescaling a phase by a
+window's mean would make the same clock time map to different values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from foxhunt.errors import DataError
+from foxhunt.features.rolling import CHUNK, chunks
+
+MIN_STD = 1e-12
+
+
+def _scale(std: np.ndarray) -> np.ndarray:
+    """1/std, or 0 for a column that is constant: it carries no information, so it becomes 0."""
+    out = np.zeros_like(std)
+    np.divide(1.0, std, out=out, where=std > MIN_STD)
+    return out
+
+
+@dataclass(frozen=True)
+class Normaliser:
+    """Per-column mean and std fitted on rows [start, stop) of a raw feature matrix."""
+
+    names: tuple[str, ...]
+    mean: np.ndarray
+    std: np.ndarray
+    clip: float
+    start: int
+    stop: int
+
+    def __post_init__(self) -> None:
+        for field in ("mean", "std"):
+            v = np.array(getattr(self, field), dtype=np.float64)
+            if v.shape != (len(self.names),):
+                raise DataError(f"normaliser: {field} has shape {v.shape}, expected ({len(self.names)},)")
+            v.flags.writeable = False
+            object.__setattr__(self, field, v)
+        object.__setattr__(self, "names", tuple(self.names))
+
+    @classmethod
+    def fit(
+        cls,
+        raw: np.ndarray,
+        names: Sequence[str],
+        start: int,
+        stop: int,
+        clip: float,
+        fixed: Sequence[bool] | None = None,
+    ) -> Normaliser:
+        """Statistics of rows [start, stop) of `raw` [T, F]; no other row is read."""
+        if not 0 <= start < stop - 1 or stop > len(raw):
+            raise DataError(
+                f"normaliser: fit window [{start}, {stop}) must hold at least 2 rows inside "
+                f"[0, {len(raw)})"
+            )
+        window = np.asarray(raw[start:stop], dtype=np.float64)
+        if not np.isfinite(window).all():
+            bad = int(np.argwhere(~np.isfinite(window))[0][0]) + start
+            raise DataError(f"normaliser: row {bad} of the fit window has a NaN or inf feature")
+        mean = window.mean(axis=0)
+        std = window.std(axis=0)
+        if fixed is not None:
+            keep = np.asarray(fixed, dtype=bool)
+            mean[keep], std[keep] = 0.0, 1.0
+        return cls(tuple(names), mean, std, float(clip), int(start), int(stop))
+
+    def apply(self, raw: np.ndarray) -> np.ndarray:
+        """(raw - mean) / std clipped to +-clip, NaN -> 0, as float32 [T, F] C-contiguous."""
+        if raw.ndim != 2 or raw.shape[1] != len(self.names):
+            raise DataError(
+                f"normaliser fitted on {len(self.names)} features cannot be applied to an array "
+                f"of shape {raw.shape}"
+            )
+        out = np.empty(raw.shape, dtype=np.float32)
+        scale = _scale(self.std)
+        for r0 in range(0, len(raw), CHUNK):
+            blk = np.asarray(raw[r0 : r0 + CHUNK], dtype=np.float64)
+            blk -= self.mean
+            blk *= scale
+            np.clip(blk, -self.clip, self.clip, out=blk)
+            blk[np.isnan(blk)] = 0.0
+            out[r0 : r0 + CHUNK] = blk
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "names": list(self.names),
+            "mean": self.mean.tolist(),
+            "std": self.std.tolist(),
+            "clip": self.clip,
+            "start": self.start,
+            "stop": self.stop,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Normaliser:
+        try:
+            return cls(
+                tuple(data["names"]),
+                np.asarray(data["mean"], dtype=np.float64),
+                np.asarray(data["std"], dtype=np.float64),
+                float(data["clip"]),
+                int(data["start"]),
+                int(data["stop"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DataError(f"normaliser: stored statistics are malformed ({exc})") from None
+
+
+def rolling_zscore(
+    raw_fm: np.ndarray, window: int, start: int, clip: float, fixed: Sequence[bool]
+) -> np.ndarray:
+    """Row t -> (x_t - mean) / std over rows [t - window + 1, t], for t >= start + window - 1.
+
+    `raw_fm` is feature-major [F, T] and finite from row `start`. Earlier rows are 0. Returns
+    float32 [T, F] C-contiguous.
+    """
+    f, n = raw_fm.shape
+    out = np.zeros((n, f), dtype=np.float32)
+    fixed = np.asarray(fixed, dtype=bool)
+    w = window
+    for r0, r1, lo in chunks(n, w, start):
+        seg = raw_fm[:, lo:r1].astype(np.float64)
+        cur = seg[:, w - 1 :].copy()
+        anchor = seg[:, :1].copy()
+        seg -= anchor
+        p = np.zeros((f, seg.shape[1] + 1))
+        np.cumsum(seg, axis=1, out=p[:, 1:])
+        mean = (p[:, w:] - p[:, :-w]) * (1.0 / w)
+        np.square(seg, out=seg)
+        np.cumsum(seg, axis=1, out=p[:, 1:])
+        var = (p[:, w:] - p[:, :-w]) * (1.0 / w)
+        var -= mean * mean
+        np.maximum(var, 0.0, out=var)
+        z = cur - anchor
+        z -= mean
+        np.sqrt(var, out=var)
+        z *= _scale(var)
+        np.clip(z, -clip, clip, out=z)
+        z[fixed] = cur[fixed]
+        out[r0:r1] = z.T
+    return out
