@@ -89,7 +89,7 @@ def scatter_reference(p, r, d, z):
     v_min, v_max = z[0], z[-1]
     dz = (v_max - v_min) / (atoms - 1)
     tz = np.clip(r[:, None] + d[:, None] * z[None, :], v_min, v_max)
-    b = (tz - v_min) / dz
+    b = np.clip((tz - v_min) / dz, 0, atoms - 1)
     lo, hi = np.floor(b).astype(int), np.ceil(b).astype(int)
     m = np.zeros_like(p)
     rows = np.repeat(np.arange(batch), atoms)

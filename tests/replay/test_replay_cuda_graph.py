@@ -18,14 +18,19 @@ B = 256
 def filled_buffer() -> PrioritizedReplay:
     cfg = ReplayConfig(capacity=64 * 50, n_step=3, beta_anneal_steps=20)
     rb = PrioritizedReplay(cfg, n_envs=64, pos_dim=6, device="cuda")
-    g = torch.Generator().manual_seed(0)
+    g, E = torch.Generator().manual_seed(0), 64
     for t in range(70):  # wraps the 50-slot ring
-        E = 64
-        rb.add(*(x.cuda() for x in (
-            torch.full((E,), t), torch.rand(E, 6, generator=g), torch.randint(0, 3, (E, 3), generator=g),
-            torch.randn(E, generator=g), torch.rand(E, generator=g) < 0.1, torch.rand(E, generator=g) < 0.1,
-            torch.full((E,), t + 1), torch.rand(E, 6, generator=g),
-        )))  # fmt: skip
+        step = dict(
+            bar=torch.full((E,), t),
+            pos_state=torch.rand(E, 6, generator=g),
+            action=torch.randint(0, 3, (E, 3), generator=g),
+            reward=torch.randn(E, generator=g),
+            terminated=torch.rand(E, generator=g) < 0.1,
+            truncated=torch.rand(E, generator=g) < 0.1,
+            next_bar=torch.full((E,), t + 1),
+            next_pos_state=torch.rand(E, 6, generator=g),
+        )
+        rb.add(**{k: v.cuda() for k, v in step.items()})
     return rb
 
 
@@ -80,10 +85,13 @@ def test_graphed_sample_and_update_match_eager_with_the_same_seed():
 
 def test_graphed_add_writes_successive_slots():
     rb = PrioritizedReplay(ReplayConfig(capacity=4 * 5), n_envs=4, pos_dim=2, device="cuda")
-    step = [torch.zeros(4, dtype=torch.long, device="cuda"), torch.zeros(4, 2, device="cuda"),
-            torch.zeros(4, 3, dtype=torch.long, device="cuda"), torch.zeros(4, device="cuda"),
-            torch.zeros(4, dtype=torch.bool, device="cuda"), torch.zeros(4, dtype=torch.bool, device="cuda"),
-            torch.zeros(4, dtype=torch.long, device="cuda"), torch.zeros(4, 2, device="cuda")]  # fmt: skip
+    cuda, long, bool_ = "cuda", torch.long, torch.bool
+    step = [  # static inputs: bar, pos_state, action, reward, terminated, truncated, next_*
+        torch.zeros(4, dtype=long, device=cuda), torch.zeros(4, 2, device=cuda),
+        torch.zeros(4, 3, dtype=long, device=cuda), torch.zeros(4, device=cuda),
+        torch.zeros(4, dtype=bool_, device=cuda), torch.zeros(4, dtype=bool_, device=cuda),
+        torch.zeros(4, dtype=long, device=cuda), torch.zeros(4, 2, device=cuda),
+    ]  # fmt: skip
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -31,7 +31,9 @@ class Step:
     next_pos: list[float]
 
 
-def simulate(rb: PrioritizedReplay, steps: int, p_term: float, p_trunc: float, seed: int) -> list[list[Step]]:
+def simulate(
+    rb: PrioritizedReplay, steps: int, p_term: float, p_trunc: float, seed: int
+) -> list[list[Step]]:
     """Run `steps` lock-step env steps into rb; return every env's full history, in order."""
     rng = np.random.default_rng(seed)
     E, P = rb.n_envs, rb.pos_dim
@@ -45,15 +47,10 @@ def simulate(rb: PrioritizedReplay, steps: int, p_term: float, p_trunc: float, s
         truncated = rng.random(E) < p_trunc
         next_bar = bar + 1
         next_pos = rng.integers(-64, 64, (E, P)) / 32
-        rb.add(
-            torch.from_numpy(bar), torch.from_numpy(pos), torch.from_numpy(action), torch.from_numpy(reward),
-            torch.from_numpy(terminated), torch.from_numpy(truncated), torch.from_numpy(next_bar),
-            torch.from_numpy(next_pos),
-        )  # fmt: skip
+        columns = (bar, pos, action, reward, terminated, truncated, next_bar, next_pos)
+        rb.add(*(torch.from_numpy(c) for c in columns))
         for e in range(E):
-            history[e].append(Step(int(bar[e]), pos[e].tolist(), action[e].tolist(), float(reward[e]),
-                                   bool(terminated[e]), bool(truncated[e]), int(next_bar[e]),
-                                   next_pos[e].tolist()))  # fmt: skip
+            history[e].append(Step(*(c[e].tolist() for c in columns)))
         # Auto-reset: an ended episode restarts at a random bar with a flat position.
         ended = terminated | truncated
         bar = np.where(ended, rng.integers(0, 1000, E), next_bar)

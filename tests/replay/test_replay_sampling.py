@@ -1,4 +1,4 @@
-"""Prioritised sampling: P(i) = (|delta_i| + eps)^alpha / sum_j (|delta_j| + eps)^alpha, on the device."""
+"""Prioritised sampling on the device, P(i) = (|delta_i| + eps)^alpha / sum_j (same)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ def test_unwritten_slots_are_never_sampled():
 def test_prefix_sum_round_off_never_selects_past_the_newest_transition():
     rb = small_buffer()
     # u = 1 is where float round-off of u * total lands at (or past) the end of the prefix sum.
-    index = rb._inverse_cdf(torch.tensor([0.0, 0.5, 1.0 - 1e-16, 1.0, 1.0 + 1e-12], dtype=torch.float64))
+    u = torch.tensor([0.0, 0.5, 1.0 - 1e-16, 1.0, 1.0 + 1e-12], dtype=torch.float64)
+    index = rb._inverse_cdf(u)
     assert index.min() >= 0 and index.max() <= 9
     assert index[-1] == 9 and index[-2] == 9
 
@@ -83,7 +84,7 @@ def test_new_transitions_get_the_current_max_priority():
     add_steps(rb, steps=1)
     assert torch.equal(rb.priority_alpha[:2], torch.ones(2))  # the max priority starts at 1
     rb.update_priorities(torch.tensor([0, 1]), torch.tensor([3.0, 0.5]))
-    rb.update_priorities(torch.tensor([0]), torch.tensor([0.1]))  # lowering one does not lower the max
+    rb.update_priorities(torch.tensor([0]), torch.tensor([0.1]))  # lowering one keeps the max
     add_steps(rb, steps=1)
     assert torch.allclose(rb.max_priority, torch.tensor(3.0 + 1e-6))
     assert torch.allclose(rb.priority_alpha[2:4], torch.full((2,), (3.0 + 1e-6) ** 0.5))
@@ -117,3 +118,13 @@ def test_seeded_generator_makes_sampling_deterministic_on_cpu():
         for name in vars(x):
             assert torch.equal(getattr(x, name), getattr(y, name)), name
     assert not all(torch.equal(x.index, z.index) for x, z in zip(a, c))
+
+
+def test_reset_forgets_everything_at_a_fold_boundary():
+    rb = small_buffer()
+    rb.sample(8)
+    rb.reset()
+    assert rb.size.item() == 0 and rb.cursor.item() == 0 and rb.sample_calls.item() == 0
+    assert rb.max_priority.item() == 1.0 and rb.priority_alpha.sum().item() == 0.0
+    add_steps(rb, steps=1, seed=99)  # the next fold's first step
+    assert set(rb.sample(1000).index.tolist()) <= {0, 1}

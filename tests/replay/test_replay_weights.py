@@ -1,4 +1,4 @@
-"""IS weights w_i = (N P(i))^-beta / max_j (N P(j))^-beta, beta annealed linearly from beta0 to 1."""
+"""IS weights w_i = (N P(i))^-beta / max_j (N P(j))^-beta; beta anneals linearly from beta0 to 1."""
 
 from __future__ import annotations
 
@@ -13,8 +13,16 @@ def add_steps(rb: PrioritizedReplay, steps: int) -> None:
     E, P = rb.n_envs, rb.pos_dim
     for t in range(steps):
         no = torch.zeros(E, dtype=torch.bool)
-        rb.add(torch.full((E,), t), torch.rand(E, P, generator=g), torch.zeros(E, 3, dtype=torch.long),
-               torch.randn(E, generator=g), no, no, torch.full((E,), t + 1), torch.rand(E, P, generator=g))  # fmt: skip
+        rb.add(
+            bar=torch.full((E,), t),
+            pos_state=torch.rand(E, P, generator=g),
+            action=torch.zeros(E, 3, dtype=torch.long),
+            reward=torch.randn(E, generator=g),
+            terminated=no,
+            truncated=no,
+            next_bar=torch.full((E,), t + 1),
+            next_pos_state=torch.rand(E, P, generator=g),
+        )
 
 
 def expected_weights(rb: PrioritizedReplay, index: torch.Tensor, beta: float) -> torch.Tensor:
@@ -49,7 +57,8 @@ def test_beta_anneals_linearly_to_one_and_stays():
         beta = 0.4 + 0.6 * min(call / 10, 1.0)
         assert rb.beta().item() == pytest.approx(beta, abs=1e-6)
         batch = rb.sample(256)
-        assert torch.allclose(batch.weight.double(), expected_weights(rb, batch.index, beta), rtol=1e-5)
+        expected = expected_weights(rb, batch.index, beta)
+        assert torch.allclose(batch.weight.double(), expected, rtol=1e-5)
     assert rb.beta().item() == 1.0
 
 

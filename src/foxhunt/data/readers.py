@@ -1,4 +1,4 @@
-"""Read bars and ticks from CSV, Parquet and Databento DBN files; validated before they are returned.
+"""Read bars and ticks from CSV, Parquet and Databento DBN files, validated before returning.
 
 The format comes from the suffix: ``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``, ``.dbn``,
 ``.dbn.zst``. Column names are matched case-insensitively with common aliases (see ``_TS``,
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from foxhunt.data.series import NS, BarSpec, Bars, Ticks
+from foxhunt.data.series import NS, Bars, BarSpec, Ticks
 from foxhunt.data.timestamps import TsUnit, first_failing_index, to_utc_ns
 from foxhunt.data.validation import validate_bars, validate_ticks
 from foxhunt.errors import DataError, ValidationError
@@ -47,18 +47,51 @@ _BAR_COLUMNS = {
 _FLOW_COLUMNS = {"buy_volume": ("buy_volume",), "sell_volume": ("sell_volume",)}
 _TICK_COLUMNS = {"price": ("price", "last"), "size": ("size", "volume", "qty", "quantity")}
 _SIDE = ("side", "aggressor", "aggressor_side")
-_BUY, _SELL, _UNKNOWN = ("B", "BUY", "BID"), ("A", "S", "SELL", "ASK"), ("N", "NONE", "U", "UNKNOWN")
+_BUY, _SELL, _UNKNOWN = (
+    ("B", "BUY", "BID"),
+    ("A", "S", "SELL", "ASK"),
+    ("N", "NONE", "U", "UNKNOWN"),
+)
 _NULLS = ["", "NULL", "null", "NA", "N/A", "#N/A"]
-_SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet", ".pq": "parquet", ".dbn": "dbn", ".dbn.zst": "dbn"}
+_SUFFIXES = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".dbn": "dbn",
+    ".dbn.zst": "dbn",
+}
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _DBN_PRICE_SCALE = 1e-9
 _DBN_UNDEF_PRICE = np.iinfo(np.int64).max
 _DBN_TRADES = 0x00
-_DBN_OHLCV = {0x20: BarSpec.parse("1s"), 0x21: BarSpec.parse("1min"), 0x22: BarSpec.parse("1h"), 0x23: BarSpec.parse("1d")}
-_DBN_HEADER = [("length", "u1", 0), ("rtype", "u1", 1), ("publisher_id", "<u2", 2), ("instrument_id", "<u4", 4), ("ts_event", "<u8", 8)]
-_DBN_OHLCV_FIELDS = _DBN_HEADER + [("open", "<i8", 16), ("high", "<i8", 24), ("low", "<i8", 32), ("close", "<i8", 40), ("volume", "<u8", 48)]
-_DBN_TRADE_FIELDS = _DBN_HEADER + [("price", "<i8", 16), ("size", "<u4", 24), ("side", "u1", 29), ("ts_recv", "<u8", 32)]
+_DBN_OHLCV = {
+    0x20: BarSpec.parse("1s"),
+    0x21: BarSpec.parse("1min"),
+    0x22: BarSpec.parse("1h"),
+    0x23: BarSpec.parse("1d"),
+}
+_DBN_HEADER = [
+    ("length", "u1", 0),
+    ("rtype", "u1", 1),
+    ("publisher_id", "<u2", 2),
+    ("instrument_id", "<u4", 4),
+    ("ts_event", "<u8", 8),
+]
+_DBN_OHLCV_FIELDS = _DBN_HEADER + [
+    ("open", "<i8", 16),
+    ("high", "<i8", 24),
+    ("low", "<i8", 32),
+    ("close", "<i8", 40),
+    ("volume", "<u8", 48),
+]
+_DBN_TRADE_FIELDS = _DBN_HEADER + [
+    ("price", "<i8", 16),
+    ("size", "<u4", 24),
+    ("side", "u1", 29),
+    ("ts_recv", "<u8", 32),
+]
 
 
 def read_bars(
@@ -69,7 +102,7 @@ def read_bars(
     ts_is_open: bool = False,
     spec: BarSpec | str | None = None,
 ) -> Bars:
-    """OHLCV bars stamped at close. ``spec`` is only used to shift open-stamped files (ts_is_open)."""
+    """OHLCV bars stamped at close; ``spec`` only serves to shift open-stamped files."""
     path, fmt = _locate(path)
     source = str(path)
     if fmt == "dbn":
@@ -77,16 +110,21 @@ def read_bars(
         validate_bars(bars, source)
         return bars
     cols = _Columns(_read_table(path, fmt, source), source)
+    cols.require({"ts": _TS, **_BAR_COLUMNS})
     flow = {k: v for k, v in _FLOW_COLUMNS.items() if cols.has(v)}
     if len(flow) == 1:
         missing = next(k for k in _FLOW_COLUMNS if k not in flow)
         raise DataError(f"{source}: has {next(iter(flow))} but no {missing}; give both or neither")
-    cols.require({"ts": _TS, **_BAR_COLUMNS})
     ts = cols.ts(ts_unit, tz)
     bars = Bars(ts=ts, **{k: cols.numbers(k, v) for k, v in {**_BAR_COLUMNS, **flow}.items()})
     validate_bars(bars, source)
     if ts_is_open:
-        step = BarSpec.parse(spec) if isinstance(spec, str) else spec or infer_bar_spec(bars.ts)
+        step = BarSpec.parse(spec) if isinstance(spec, str) else spec
+        if step is None:
+            try:
+                step = infer_bar_spec(bars.ts)
+            except DataError as e:
+                raise DataError(f"{source}: {e}") from None
         if step.kind != "time":
             raise DataError(f"{source}: ts_is_open needs a time bar spec, got {step}")
         bars = replace(bars, ts=bars.ts + step.ns)
@@ -119,13 +157,17 @@ def infer_bar_spec(ts: np.ndarray) -> BarSpec:
     """
     ts = np.asarray(ts, dtype=np.int64)
     if ts.size < 3:
-        raise DataError(f"need at least 3 bars to infer the bar spacing, got {ts.size}; declare the spec")
+        raise DataError(
+            f"need at least 3 bars to infer the bar spacing, got {ts.size}; declare the spec"
+        )
     d = np.diff(ts)
     if (d <= 0).any():
         raise DataError("bar timestamps are not strictly increasing; cannot infer the bar spacing")
-    step = int(round(float(np.median(d)) / NS["s"])) * NS["s"]
+    step = round(float(np.median(d)) / NS["s"]) * NS["s"]
     if not NS["s"] <= step <= NS["d"]:
-        raise DataError(f"median bar spacing {np.median(d) / NS['s']:g}s is outside 1s..1d; declare the spec")
+        raise DataError(
+            f"median bar spacing {np.median(d) / NS['s']:g}s is outside 1s..1d; declare the spec"
+        )
     off_grid = np.abs(d - np.rint(d / step).astype(np.int64) * step) > step // 100
     if off_grid.mean() > 0.5:
         raise DataError(
@@ -167,31 +209,42 @@ def _read_csv(path: Path, source: str) -> pa.Table:
         with pacsv.open_csv(path) as reader:
             names = reader.schema.names
     except (pa.ArrowException, OSError, EOFError) as e:
-        if "Empty CSV file" in str(e):
-            raise DataError(f"{source}: no rows") from None
-        raise DataError(f"{source}: not a readable CSV file ({_one_line(e)})") from None
+        raise _csv_error(e, path, source) from None
     text = {n: pa.string() for n in names if n.strip().lower() in _TS}
     for types in (text, {n: pa.string() for n in names}):
-        opts = pacsv.ConvertOptions(column_types=types, null_values=_NULLS, strings_can_be_null=True)
+        opts = pacsv.ConvertOptions(
+            column_types=types, null_values=_NULLS, strings_can_be_null=True
+        )
         try:
             return pacsv.read_csv(path, convert_options=opts)
         except pa.ArrowInvalid as e:
-            if str(e).startswith("CSV conversion error"):
-                continue
-            if str(e).startswith("CSV parse error"):
-                raise ValidationError("wrong number of fields", _ragged_row(path, len(names)), source,
-                                      _one_line(e).removeprefix("CSV parse error: ")) from None
-            raise DataError(f"{source}: not a readable CSV file ({_one_line(e)})") from None
+            if not str(e).startswith("CSV conversion error"):
+                raise _csv_error(e, path, source) from None
         except (pa.ArrowException, OSError, EOFError) as e:
-            raise DataError(f"{source}: not a readable CSV file ({_one_line(e)})") from None
+            raise _csv_error(e, path, source) from None
     raise DataError(f"{source}: not a readable CSV file")
 
 
-def _ragged_row(path: Path, width: int) -> int | None:
+def _csv_error(e: BaseException, path: Path, source: str) -> DataError:
+    msg = _one_line(e)
+    if msg.startswith("Empty CSV file"):
+        return DataError(f"{source}: no rows")
+    if msg.startswith("CSV parse error"):
+        return ValidationError(
+            "wrong number of fields",
+            _ragged_row(path),
+            source,
+            msg.removeprefix("CSV parse error: "),
+        )
+    return DataError(f"{source}: not a readable CSV file ({msg})")
+
+
+def _ragged_row(path: Path) -> int | None:
+    """The first data row whose field count differs from the header's (for messages only)."""
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as f:
         rows = csv.reader(f)
-        next(rows, None)
+        width = len(next(rows, []))
         for i, row in enumerate(rows, start=1):
             if len(row) != width:
                 return i
@@ -217,8 +270,8 @@ class _Columns:
                 missing.append(repr(label) + (f" (or {', '.join(others)})" if others else ""))
         if missing:
             raise DataError(
-                f"{self.source}: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; "
-                f"found: {', '.join(self.table.column_names)}"
+                f"{self.source}: missing column{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)}; found: {', '.join(self.table.column_names)}"
             )
 
     def column(self, label: str, aliases: tuple[str, ...]) -> pa.Array:
@@ -233,7 +286,9 @@ class _Columns:
             date, clock = self.column("date", ("date",)), self.column("time", ("time",))
             first = clock.drop_null()[:1].to_pylist()
             if pa.types.is_string(clock.type) and first and ":" in first[0] and "-" not in first[0]:
-                col = pc.binary_join_element_wise(pc.utf8_trim_whitespace(date), pc.utf8_trim_whitespace(clock), " ")
+                col = pc.binary_join_element_wise(
+                    pc.utf8_trim_whitespace(date), pc.utf8_trim_whitespace(clock), " "
+                )
         return to_utc_ns(col, unit=unit, tz=tz, source=self.source)
 
     def numbers(self, label: str, aliases: tuple[str, ...]) -> np.ndarray:
@@ -248,7 +303,9 @@ class _Columns:
                 col = pc.cast(s, pa.float64())
             except pa.ArrowInvalid:
                 bad = first_failing_index(len(s), lambda lo, hi: pc.cast(s[lo:hi], pa.float64()))
-                raise ValidationError(f"non-numeric {label}", bad + 1, self.source, repr(s[bad].as_py())) from None
+                raise ValidationError(
+                    f"non-numeric {label}", bad + 1, self.source, repr(s[bad].as_py())
+                ) from None
         elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)):
             raise DataError(f"{self.source}: column {label!r} holds {t}, expected numbers")
         return pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False)
@@ -265,8 +322,12 @@ class _Columns:
         known = buy | sell | pc.is_in(s, pa.array(_UNKNOWN)).to_numpy(zero_copy_only=False)
         if not known.all():
             row = int(np.argmin(known))
-            raise ValidationError("unknown side", row + 1, self.source,
-                                  f"{s[row].as_py()!r}; expected B/BUY, A/S/SELL or N")
+            raise ValidationError(
+                "unknown side",
+                row + 1,
+                self.source,
+                f"{s[row].as_py()!r}; expected B/BUY, A/S/SELL or N",
+            )
         return buy.astype(np.int8) - sell.astype(np.int8)
 
 
@@ -318,13 +379,18 @@ def _dbn_records(path: Path, source: str, rtypes: set[int], what: str) -> tuple[
     start = 8 + int.from_bytes(raw[4:8], "little")
     try:
         meta = databento_dbn.Metadata.decode(raw[:start])
-    except Exception as e:
+    except (databento_dbn.DBNError, ValueError) as e:
         raise DataError(f"{source}: corrupt DBN metadata ({_one_line(e)})") from None
     body = np.frombuffer(raw, dtype=np.uint8, offset=min(start, len(raw)))
     if body.size == 0:
         raise DataError(f"{source}: no rows")
     length = int(body[0]) * 4
-    if length and body.size % length == 0 and (body[::length] == body[0]).all() and (body[1::length] == body[1]).all():
+    if (
+        length
+        and body.size % length == 0
+        and (body[::length] == body[0]).all()
+        and (body[1::length] == body[1]).all()
+    ):
         offsets = np.arange(0, body.size, length)
     else:
         offsets = _walk(raw, start, source) - start
@@ -337,13 +403,21 @@ def _dbn_records(path: Path, source: str, rtypes: set[int], what: str) -> tuple[
     kinds = np.unique(body[wanted + 1])
     lengths = np.unique(body[wanted])
     if kinds.size > 1 or lengths.size > 1:
-        raise DataError(f"{source}: mixes {kinds.size} record types for {what}; export one schema per file")
+        raise DataError(
+            f"{source}: mixes record types or sizes for {what}; export one schema per file"
+        )
     length = int(lengths[0]) * 4
     fields = _DBN_OHLCV_FIELDS if what == "bars" else _DBN_TRADE_FIELDS
-    dtype = np.dtype({"names": [f[0] for f in fields], "formats": [f[1] for f in fields],
-                      "offsets": [f[2] for f in fields], "itemsize": length})
     if length < max(f[2] + np.dtype(f[1]).itemsize for f in fields):
         raise DataError(f"{source}: corrupt DBN records ({length} bytes each)")
+    dtype = np.dtype(
+        {
+            "names": [f[0] for f in fields],
+            "formats": [f[1] for f in fields],
+            "offsets": [f[2] for f in fields],
+            "itemsize": length,
+        }
+    )
     if wanted.size == offsets.size:
         rec = body.view(dtype)
     else:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from foxhunt.data.series import BarSpec, Bars, Ticks
+from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.errors import DataError
 
 
@@ -45,7 +45,9 @@ def resample(
     if n == 0:
         return _empty()
     if (np.diff(ticks.ts) < 0).any():
-        raise DataError("ticks are not sorted by time; validate them (read_ticks does) before resampling")
+        raise DataError(
+            "ticks are not sorted by time; validate them (read_ticks does) before resampling"
+        )
     if spec.kind == "time":
         size = spec.ns
         bucket = (ticks.ts - session_anchor_ns) // size
@@ -116,7 +118,7 @@ def _aggregate(ticks: Ticks, starts: np.ndarray, stop: int, ts: np.ndarray) -> B
         close=price[last],
         volume=volume,
         buy_volume=buy,
-        sell_volume=volume - buy,
+        sell_volume=np.maximum(volume - buy, 0.0),
     )
 
 
@@ -128,4 +130,13 @@ def _unique(ts: np.ndarray) -> np.ndarray:
 
 def _empty() -> Bars:
     z = np.empty(0)
-    return Bars(ts=np.empty(0, dtype=np.int64), open=z, high=z, low=z, close=z, volume=z, buy_volume=z, sell_volume=z)
+    return Bars(
+        ts=np.empty(0, dtype=np.int64),
+        open=z,
+        high=z,
+        low=z,
+        close=z,
+        volume=z,
+        buy_volume=z,
+        sell_volume=z,
+    )

@@ -5,7 +5,8 @@ Row numbers in errors are 1-based data rows, header excluded: element ``i`` is r
 Numeric epochs with ``unit='auto'`` are read by the magnitude of the largest ``|value|``:
 below 1e11 seconds, below 1e14 milliseconds, below 1e17 microseconds, else nanoseconds. One
 unit is chosen for the whole column, and the rule is unambiguous for dates between
-1973-03-03 and 5138-11-16.
+1973-03-03 and 5138-11-16. Fractional epochs are rounded to the finest decimal step the float
+can hold (for seconds since 1970 today: the microsecond), so 1378072800.083 reads as .083000.
 
 Naive local times (no zone or offset) need ``tz``. They are converted per UTC offset, not per
 row: the zone's transitions over the data's range are found once, and each row takes the offset
@@ -18,7 +19,7 @@ which marks the rows from that step on as the second occurrence.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -53,7 +54,9 @@ def to_utc_ns(
     local times in ``tz`` and fail without it. ``source`` names the input in errors.
     """
     if unit not in ("auto", "iso", *NS_PER):
-        raise DataError(f"{source}: unknown timestamp unit {unit!r}; use auto, s, ms, us, ns or iso")
+        raise DataError(
+            f"{source}: unknown timestamp unit {unit!r}; use auto, s, ms, us, ns or iso"
+        )
     arr = _as_arrow(values, source)
     if arr.null_count:
         row = int(np.argmax(arr.is_null().to_numpy(zero_copy_only=False))) + 1
@@ -67,7 +70,9 @@ def to_utc_ns(
         return localize(_ints(pc.cast(pc.cast(arr, pa.timestamp("s")), _NAIVE_NS)), tz, source)
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         if unit == "iso":
-            raise DataError(f"{source}: timestamps are numbers, not ISO 8601 strings; use a numeric unit")
+            raise DataError(
+                f"{source}: timestamps are numbers, not ISO 8601 strings; use a numeric unit"
+            )
         return _from_epoch(arr.to_numpy(zero_copy_only=False), unit, source)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return _from_strings(pc.utf8_trim_whitespace(arr), unit, tz, source)
@@ -75,13 +80,17 @@ def to_utc_ns(
 
 
 def localize(local_ns: np.ndarray, tz: str | None, source: str) -> np.ndarray:
-    """Naive wall-clock ns in ``tz`` -> ns UTC, vectorised per UTC-offset segment (see module doc)."""
+    """Naive wall-clock ns in ``tz`` -> ns UTC, vectorised per UTC-offset segment (module doc)."""
     if tz is None:
-        raise DataError(f"{source}: timestamps have no time zone; pass --tz (e.g. --tz America/Chicago)")
+        raise DataError(
+            f"{source}: timestamps have no time zone; pass --tz (e.g. --tz America/Chicago)"
+        )
     try:
         zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
-        raise DataError(f"{source}: unknown time zone {tz!r}; use an IANA name like America/Chicago") from None
+        raise DataError(
+            f"{source}: unknown time zone {tz!r}; use an IANA name like America/Chicago"
+        ) from None
     local = np.asarray(local_ns, dtype=np.int64)
     if local.size == 0:
         return local.copy()
@@ -120,7 +129,7 @@ def _as_arrow(values, source: str) -> pa.Array:
         return values.combine_chunks()
     if isinstance(values, pa.Array):
         return values
-    arr = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    arr = np.asarray(values)
     if arr.dtype == object:
         try:
             return pa.array(arr.tolist())
@@ -129,8 +138,6 @@ def _as_arrow(values, source: str) -> pa.Array:
             raise ValidationError(_UNPARSEABLE, bad + 1, source, repr(arr[bad])) from None
     if arr.dtype.kind == "M":
         return pa.array(arr.astype("datetime64[ns]"))
-    if arr.dtype.kind == "U":
-        return pa.array(arr.tolist(), type=pa.string())
     return pa.array(arr)
 
 
@@ -139,33 +146,31 @@ def _ints(ts: pa.Array) -> np.ndarray:
 
 
 def _from_strings(s: pa.Array, unit: str, tz: str | None, source: str) -> np.ndarray:
-    if unit != "iso":
+    """The first value picks the reading (a failed Arrow cast costs as much as a full parse)."""
+    head = s[:1]
+    if unit != "iso" and (unit != "auto" or _parses(head, pa.float64())):
         for num in (pa.int64(), pa.float64()):
+            if _parses(head, num):
+                try:
+                    return _from_epoch(pc.cast(s, num).to_numpy(zero_copy_only=False), unit, source)
+                except pa.ArrowInvalid:
+                    continue
+        _raise_unparseable(s, pa.float64(), source, "is not a number")
+    for mode in (_UTC_NS, _NAIVE_NS):
+        if _parses(head, mode):
             try:
-                return _from_epoch(pc.cast(s, num).to_numpy(zero_copy_only=False), unit, source)
+                ns = _ints(pc.cast(s, mode))
             except pa.ArrowInvalid:
-                continue
-        if unit != "auto":
-            bad = first_failing_index(len(s), lambda lo, hi: pc.cast(s[lo:hi], pa.float64()))
-            raise ValidationError(_UNPARSEABLE, bad + 1, source, f"{s[bad].as_py()!r} is not a number")
-    try:
-        return _ints(pc.cast(s, _UTC_NS))
-    except pa.ArrowInvalid:
-        pass
-    try:
-        naive = _ints(pc.cast(s, _NAIVE_NS))
-    except pa.ArrowInvalid:
-        pass
-    else:
-        return localize(naive, tz, source)
-    modes = [_UTC_NS, _NAIVE_NS] if unit == "iso" else [pa.float64(), _UTC_NS, _NAIVE_NS]
-    for mode in modes:
-        if _parses(s[:1], mode):
-            bad = first_failing_index(len(s), lambda lo, hi: pc.cast(s[lo:hi], mode))
-            break
-    else:
-        bad = 0
-    raise ValidationError(_UNPARSEABLE, bad + 1, source, f"{s[bad].as_py()!r}; {_ISO_HINT}")
+                _raise_unparseable(
+                    s, mode, source, f"is not ISO 8601 like row 1 ({head[0].as_py()!r})"
+                )
+            return ns if mode is _UTC_NS else localize(ns, tz, source)
+    raise ValidationError(_UNPARSEABLE, 1, source, f"{head[0].as_py()!r}; {_ISO_HINT}")
+
+
+def _raise_unparseable(s: pa.Array, ty: pa.DataType, source: str, why: str) -> None:
+    bad = first_failing_index(len(s), lambda lo, hi: pc.cast(s[lo:hi], ty))
+    raise ValidationError(_UNPARSEABLE, bad + 1, source, f"{s[bad].as_py()!r} {why}")
 
 
 def _parses(s: pa.Array, ty: pa.DataType) -> bool:
@@ -182,19 +187,23 @@ def _from_epoch(v: np.ndarray, unit: str, source: str) -> np.ndarray:
         if bad.any():
             row = int(np.argmax(bad))
             raise ValidationError(_UNPARSEABLE, row + 1, source, repr(float(v[row])))
+    peak = float(np.max(np.abs(v))) if v.size else 0.0
     if unit == "auto":
-        peak = float(np.max(np.abs(v))) if v.size else 0.0
         unit = next((u for limit, u in _AUTO_LIMITS if peak < limit), "ns")
     factor = NS_PER[unit]
     limit = np.iinfo(np.int64).max // factor
     out_of_range = np.abs(v) > limit if v.dtype.kind == "f" else (v > limit) | (v < -limit)
     if out_of_range.any():
         row = int(np.argmax(out_of_range))
-        raise ValidationError("timestamp out of range", row + 1, source, f"{v[row]} {unit} since 1970")
+        raise ValidationError(
+            "timestamp out of range", row + 1, source, f"{v[row]} {unit} since 1970"
+        )
     if v.dtype.kind != "f":
         return v.astype(np.int64) * factor
     whole = np.floor(v)
-    return whole.astype(np.int64) * factor + np.rint((v - whole) * factor).astype(np.int64)
+    quantum = 10 ** max(0, int(np.ceil(np.log10(max(float(np.spacing(peak)) * factor, 1.0)))))
+    frac = np.rint((v - whole) * (factor / quantum)).astype(np.int64) * quantum
+    return whole.astype(np.int64) * factor + frac
 
 
 def first_failing_index(n: int, attempt: Callable[[int, int], object]) -> int:
@@ -215,12 +224,14 @@ def first_failing_index(n: int, attempt: Callable[[int, int], object]) -> int:
 
 
 def _offset_ns(zone: ZoneInfo, utc_s: int) -> int:
-    off = datetime.fromtimestamp(utc_s, tz=timezone.utc).astimezone(zone).utcoffset()
+    off = datetime.fromtimestamp(utc_s, tz=UTC).astimezone(zone).utcoffset()
     return int(off.total_seconds()) * NS_PER["s"]
 
 
-def _transitions(zone: ZoneInfo, first_s: int, last_s: int) -> tuple[int, list[tuple[int, int, int]]]:
-    """Offset at ``first_s`` and (utc_ns, offset_before, offset_after) of each change up to ``last_s``.
+def _transitions(
+    zone: ZoneInfo, first_s: int, last_s: int
+) -> tuple[int, list[tuple[int, int, int]]]:
+    """Offset at ``first_s``, and (utc_ns, offset_before, offset_after) of each later change.
 
     Sampled once a day, then bisected to the second; zones never change offset twice a day.
     """

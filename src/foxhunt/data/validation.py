@@ -35,8 +35,8 @@ def validate_bars(bars: Bars, source: str) -> None:
     """Raise ValidationError for the first row that breaks a bar rule; return None if all hold."""
     if len(bars) == 0:
         raise ValidationError(NO_ROWS, None, source)
-    o, h, l, c = bars.open, bars.high, bars.low, bars.close
-    prices = {"open": o, "high": h, "low": l, "close": c}
+    o, h, lo, c = bars.open, bars.high, bars.low, bars.close
+    prices = {"open": o, "high": h, "low": lo, "close": c}
     checks: list[Check] = []
     for name, p in prices.items():
         checks.append((PRICE_NOT_FINITE, ~np.isfinite(p), 0, _value(name, p)))
@@ -50,8 +50,8 @@ def validate_bars(bars: Bars, source: str) -> None:
         rule_neg = VOLUME_NEGATIVE if name == "volume" else f"negative {name}"
         checks.append((rule_nan, ~np.isfinite(v), 0, _value(name, v)))
         checks.append((rule_neg, v < 0, 0, _value(name, v)))
-    checks.append((HIGH_BELOW, h < np.maximum(o, c), 0, _ohlc(o, h, l, c)))
-    checks.append((LOW_ABOVE, l > np.minimum(o, c), 0, _ohlc(o, h, l, c)))
+    checks.append((HIGH_BELOW, h < np.maximum(o, c), 0, _ohlc(o, h, lo, c)))
+    checks.append((LOW_ABOVE, lo > np.minimum(o, c), 0, _ohlc(o, h, lo, c)))
     d = np.diff(bars.ts)
     checks.append((NOT_SORTED, d < 0, 1, _ts_pair(bars.ts)))
     checks.append((DUPLICATE_TS, d == 0, 1, _ts_pair(bars.ts)))
@@ -59,7 +59,7 @@ def validate_bars(bars: Bars, source: str) -> None:
 
 
 def validate_ticks(ticks: Ticks, source: str) -> None:
-    """Like validate_bars for trades; equal timestamps are fine (many trades share a millisecond)."""
+    """Like validate_bars for trades; equal timestamps are fine (trades share milliseconds)."""
     if len(ticks) == 0:
         raise ValidationError(NO_ROWS, None, source)
     p, s = ticks.price, ticks.size
@@ -70,7 +70,9 @@ def validate_ticks(ticks: Ticks, source: str) -> None:
         (SIZE_NOT_POSITIVE, s <= 0, 0, _value("size", s)),
     ]
     if ticks.side is not None:
-        checks.append((BAD_SIDE, np.abs(ticks.side.astype(np.int16)) > 1, 0, _value("side", ticks.side)))
+        checks.append(
+            (BAD_SIDE, np.abs(ticks.side.astype(np.int16)) > 1, 0, _value("side", ticks.side))
+        )
     checks.append((NOT_SORTED, np.diff(ticks.ts) < 0, 1, _ts_pair(ticks.ts)))
     _raise_first(checks, source)
 
@@ -93,8 +95,8 @@ def _value(name: str, col: np.ndarray) -> Callable[[int], str]:
     return lambda i: f"{name}={col[i]}"
 
 
-def _ohlc(o, h, l, c) -> Callable[[int], str]:
-    return lambda i: f"open={o[i]} high={h[i]} low={l[i]} close={c[i]}"
+def _ohlc(o, h, lo, c) -> Callable[[int], str]:
+    return lambda i: f"open={o[i]} high={h[i]} low={lo[i]} close={c[i]}"
 
 
 def _ts_pair(ts: np.ndarray) -> Callable[[int], str]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from foxhunt.errors import DataError
-from foxhunt.features.rolling import CHUNK, chunks
+from foxhunt.features.rolling import CHUNK, prefix_sum
 
 MIN_STD = 1e-12
 
@@ -60,18 +60,31 @@ class Normaliser:
         clip: float,
         fixed: Sequence[bool] | None = None,
     ) -> Normaliser:
-        """Statistics of rows [start, stop) of `raw` [T, F]; no other row is read."""
+        """Statistics of rows [start, stop) of `raw` [T, F]; no other row is read.
+
+        Sums run per chunk around the first row's values, so the variance keeps its digits
+        even for a column whose mean is large next to its spread.
+        """
         if not 0 <= start < stop - 1 or stop > len(raw):
             raise DataError(
                 f"normaliser: fit window [{start}, {stop}) must hold at least 2 rows inside "
                 f"[0, {len(raw)})"
             )
-        window = np.asarray(raw[start:stop], dtype=np.float64)
-        if not np.isfinite(window).all():
-            bad = int(np.argwhere(~np.isfinite(window))[0][0]) + start
-            raise DataError(f"normaliser: row {bad} of the fit window has a NaN or inf feature")
-        mean = window.mean(axis=0)
-        std = window.std(axis=0)
+        anchor = np.asarray(raw[start], dtype=np.float64)
+        s1 = np.zeros(raw.shape[1])
+        s2 = np.zeros(raw.shape[1])
+        for r0 in range(start, stop, CHUNK):
+            blk = np.asarray(raw[r0 : min(r0 + CHUNK, stop)], dtype=np.float64)
+            blk -= anchor
+            s1 += blk.sum(axis=0)
+            s2 += np.square(blk, out=blk).sum(axis=0)
+        if not (np.isfinite(s1).all() and np.isfinite(s2).all()):
+            bad = [n for n, a, b in zip(names, s1, s2, strict=True) if not np.isfinite(a + b)]
+            raise DataError(f"normaliser: NaN or inf inside the fit window in {bad}")
+        n = stop - start
+        mean = s1 / n
+        std = np.sqrt(np.maximum(s2 / n - mean * mean, 0.0))
+        mean += anchor
         if fixed is not None:
             keep = np.asarray(fixed, dtype=bool)
             mean[keep], std[keep] = 0.0, 1.0
@@ -125,31 +138,36 @@ def rolling_zscore(
 ) -> np.ndarray:
     """Row t -> (x_t - mean) / std over rows [t - window + 1, t], for t >= start + window - 1.
 
-    `raw_fm` is feature-major [F, T] and finite from row `start`. Earlier rows are 0. Returns
-    float32 [T, F] C-contiguous.
+    `raw_fm` is feature-major [F, T] and finite from row `start`; earlier output rows are 0.
+    Prefix sums restart every CHUNK rows around an anchor (see `foxhunt.features.rolling`).
+    Returns float32 [T, F] C-contiguous.
     """
     f, n = raw_fm.shape
+    w = window
     out = np.zeros((n, f), dtype=np.float32)
     fixed = np.asarray(fixed, dtype=bool)
-    w = window
-    for r0, r1, lo in chunks(n, w, start):
-        seg = raw_fm[:, lo:r1].astype(np.float64)
-        cur = seg[:, w - 1 :].copy()
+    for k0 in range(0, n, CHUNK):
+        r0, r1 = max(k0, start + w - 1), min(k0 + CHUNK, n)
+        if r0 >= r1:
+            continue
+        seg = raw_fm[:, r0 - w + 1 : r1].astype(np.float64)
         anchor = seg[:, :1].copy()
         seg -= anchor
-        p = np.zeros((f, seg.shape[1] + 1))
-        np.cumsum(seg, axis=1, out=p[:, 1:])
-        mean = (p[:, w:] - p[:, :-w]) * (1.0 / w)
+        z = seg[:, w - 1 :].copy()
+        q = prefix_sum(seg, axis=1)
+        mean = q[:, w:] - q[:, :-w]
+        mean *= 1.0 / w
         np.square(seg, out=seg)
-        np.cumsum(seg, axis=1, out=p[:, 1:])
-        var = (p[:, w:] - p[:, :-w]) * (1.0 / w)
-        var -= mean * mean
-        np.maximum(var, 0.0, out=var)
-        z = cur - anchor
+        q = prefix_sum(seg, axis=1)
+        var = q[:, w:] - q[:, :-w]
+        var *= 1.0 / w
         z -= mean
+        np.square(mean, out=mean)
+        var -= mean
+        np.maximum(var, 0.0, out=var)
         np.sqrt(var, out=var)
         z *= _scale(var)
         np.clip(z, -clip, clip, out=z)
-        z[fixed] = cur[fixed]
-        out[r0:r1] = z.T
+        z[fixed] = raw_fm[fixed, r0:r1]
+        out[r0:r1] = z.astype(np.float32).T
     return out

@@ -22,18 +22,11 @@ from foxhunt.errors import DataError
 from foxhunt.features.calendar import calendar_features
 from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features.normalise import Normaliser, rolling_zscore
-from foxhunt.features.rolling import (
-    ema,
-    lag_diff,
-    rolling_max,
-    rolling_mean,
-    rolling_mean_var,
-    rolling_min,
-    safe_div,
-)
+from foxhunt.features.rolling import Windows, ema, lag_diff, rolling_extremes, safe_div
 
 PASSTHROUGH_GROUPS = frozenset({"time"})
 VOL_FLOOR = 1e-10
+LEVEL_CHUNK = 2048
 _GK_K = 2.0 * math.log(2.0) - 1.0
 _PK_K = 1.0 / (4.0 * math.log(2.0))
 
@@ -121,15 +114,10 @@ class _Calc:
 
     def __init__(self, bars: Bars, cfg: FeatureConfig, session: Session):
         self.bars, self.cfg, self.session = bars, cfg, session
-        self._rv: dict[int, np.ndarray] = {}
 
     @cached_property
     def lc(self) -> np.ndarray:
         return np.log(self.bars.close)
-
-    @cached_property
-    def r1(self) -> np.ndarray:
-        return lag_diff(self.lc, 1)
 
     @cached_property
     def lh(self) -> np.ndarray:
@@ -140,17 +128,15 @@ class _Calc:
         return np.log(self.bars.low)
 
     @cached_property
-    def hl(self) -> np.ndarray:
-        return self.lh - self.ll
+    def r1(self) -> np.ndarray:
+        return lag_diff(self.lc, 1)
 
     @cached_property
-    def co(self) -> np.ndarray:
-        return self.lc - np.log(self.bars.open)
+    def sq_returns(self) -> Windows:
+        return Windows(np.square(self.r1), max(self.cfg.vol_windows), start=1)
 
     def rv(self, w: int) -> np.ndarray:
-        if w not in self._rv:
-            self._rv[w] = np.sqrt(rolling_mean(np.square(self.r1), w, start=1))
-        return self._rv[w]
+        return np.sqrt(self.sq_returns.mean(w))
 
     @cached_property
     def flow(self) -> tuple[np.ndarray, np.ndarray]:
@@ -164,43 +150,57 @@ class _Calc:
         return {f"ret_{k}": lag_diff(self.lc, k) for k in self.cfg.returns_lags}
 
     def volatility(self) -> dict[str, np.ndarray]:
-        out = {}
-        hl2 = np.square(self.hl)
-        gk = 0.5 * hl2 - _GK_K * np.square(self.co)
+        windows = self.cfg.vol_windows
+        wmax = max(windows)
+        hl = self.lh - self.ll
+        co = self.lc - np.log(self.bars.open)
+        hl2 = np.square(hl)
+        parkinson = Windows(hl2, wmax)
+        hl2 *= 0.5
+        hl2 -= _GK_K * np.square(co)
+        garman_klass = Windows(hl2, wmax)
         prev = np.empty_like(self.lc)
         prev[0] = np.nan
         prev[1:] = self.lc[:-1]
-        true_range = np.maximum(self.lh, prev) - np.minimum(self.ll, prev)
-        for w in self.cfg.vol_windows:
+        true_range = Windows(np.maximum(self.lh, prev) - np.minimum(self.ll, prev), wmax, start=1)
+        out = {}
+        for w in windows:
             out[f"rv_{w}"] = self.rv(w)
-            out[f"pk_{w}"] = np.sqrt(rolling_mean(hl2, w) * _PK_K)
-            out[f"gk_{w}"] = np.sqrt(np.maximum(rolling_mean(gk, w), 0.0))
-            out[f"atr_{w}"] = rolling_mean(true_range, w, start=1)
-        if len(self.cfg.vol_windows) > 1:
-            lo, hi = self.cfg.vol_windows[0], self.cfg.vol_windows[-1]
-            out["rv_ratio"] = np.log(np.maximum(self.rv(lo), VOL_FLOOR) / np.maximum(self.rv(hi), VOL_FLOOR))
+            out[f"pk_{w}"] = np.sqrt(parkinson.mean(w) * _PK_K)
+            out[f"gk_{w}"] = np.sqrt(np.maximum(garman_klass.mean(w), 0.0))
+            out[f"atr_{w}"] = true_range.mean(w)
+        if len(windows) > 1:
+            short = np.maximum(self.rv(windows[0]), VOL_FLOOR)
+            out["rv_ratio"] = np.log(short / np.maximum(self.rv(wmax), VOL_FLOOR))
         return out
 
     def volume(self) -> dict[str, np.ndarray]:
+        windows = self.cfg.volume_windows
         signed, total = self.flow
-        out = {"ofi": safe_div(signed, total)}
+        flow_signed, flow_total = Windows(signed, max(windows)), Windows(total, max(windows))
         logv = np.log1p(self.bars.volume)
-        for w in self.cfg.volume_windows:
-            out[f"ofi_{w}"] = safe_div(rolling_mean(signed, w), rolling_mean(total, w))
-            out[f"logvol_{w}"] = logv - rolling_mean(logv, w)
+        logv_w = Windows(logv, max(windows))
+        out = {"ofi": safe_div(signed, total)}
+        for w in windows:
+            out[f"ofi_{w}"] = safe_div(flow_signed.mean(w), flow_total.mean(w))
+            out[f"logvol_{w}"] = logv - logv_w.mean(w)
         return out
 
     def trend(self) -> dict[str, np.ndarray]:
-        out = {}
-        lc, r1 = self.lc, self.r1
+        windows = self.cfg.trend_windows
+        lc = self.lc
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
-        abs_r1 = np.abs(r1)
-        for w in self.cfg.trend_windows:
+        levels = Windows(lc, max(windows), variance=True, chunk=LEVEL_CHUNK)
+        moves = Windows(np.abs(self.r1), max(windows), start=1)
+        tops = rolling_extremes(self.lh, windows, np.maximum)
+        bottoms = rolling_extremes(self.ll, windows, np.minimum)
+        out = {}
+        for w in windows:
             out[f"ema_dist_{w}"] = (lc - ema(lc, 2.0 / (w + 1))) / (unit * math.sqrt(w))
-            mean, var = rolling_mean_var(lc, w)
+            mean, var = levels.mean_var(w)
             out[f"zscore_{w}"] = safe_div(lc - mean, np.sqrt(var), VOL_FLOOR)
-            out[f"rsi_{w}"] = safe_div(rolling_mean(r1, w, start=1), rolling_mean(abs_r1, w, start=1))
-            top, bottom = rolling_max(self.lh, w), rolling_min(self.ll, w)
+            out[f"rsi_{w}"] = safe_div(lag_diff(lc, w), moves.mean(w) * w)
+            top, bottom = tops[w], bottoms[w]
             out[f"chan_{w}"] = safe_div(lc - 0.5 * (top + bottom), top - bottom)
         return out
 

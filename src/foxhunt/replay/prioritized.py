@@ -4,7 +4,8 @@ Prioritised sampling is Schaul et al. 2016, "Prioritized Experience Replay" (ICL
 
     p_i  = |delta_i| + eps                          (priority; new transitions get max_j p_j)
     P(i) = p_i^alpha / sum_j p_j^alpha              (sampling probability)
-    w_i  = (N P(i))^-beta / max_j (N P(j))^-beta    (IS weight, = (p_i^alpha / min_j p_j^alpha)^-beta)
+    w_i  = (N P(i))^-beta / max_j (N P(j))^-beta    (IS weight)
+         = (p_i^alpha / min_j p_j^alpha)^-beta       (N and the sum cancel)
 
 with beta annealed linearly from beta0 to 1 over `beta_anneal_steps` sample() calls.
 
@@ -17,7 +18,7 @@ Only indices and small state are kept; the caller re-gathers observation windows
 Bytes per transition with P = 6 and float16 states: bar 4, pos_state 12, action 3, reward 4,
 terminated 1, truncated 1, next_bar 4, next_pos_state 12, priority 4, float64 prefix-sum
 workspace 8 = 53 B, i.e. 53 MB for 1M transitions (float32 states would make it 77 MB). float16
-keeps ~3 significant digits, which is below the bf16 autocast the network runs in; integers up
+keeps ~3 significant digits (finer than the bf16 autocast the network runs in); integers up
 to 2048 are exact. Choose state_dtype = "float32" if position features are not normalised.
 
 Capture safety. cursor, size, the max priority and the sample-call counter are device tensors
@@ -68,15 +69,18 @@ class PrioritizedReplay:
         generator: torch.Generator | None = None,
     ):
         if n_envs < 1 or pos_dim < 1 or n_branches < 1:
-            raise ValueError(f"n_envs, pos_dim, n_branches must be >= 1 (got {n_envs}, {pos_dim}, {n_branches})")
+            raise ValueError(
+                f"n_envs, pos_dim, n_branches must be >= 1 (got {n_envs}, {pos_dim}, {n_branches})"
+            )
         slots = config.capacity // n_envs
         if slots < 1:
             raise ConfigError(
                 f"replay.capacity = {config.capacity} is below the number of envs ({n_envs}); "
                 f"raise replay.capacity to at least {n_envs}"
             )
-        self.config, self.n_envs, self.pos_dim, self.n_branches = config, n_envs, pos_dim, n_branches
-        self.slots, self.device, self.generator = slots, torch.device(device), generator
+        self.config, self.slots = config, slots
+        self.n_envs, self.pos_dim, self.n_branches = n_envs, pos_dim, n_branches
+        self.device, self.generator = torch.device(device), generator
         n, dev = config.n_step, self.device
         state_dtype = _STATE_DTYPES[config.state_dtype]
 
@@ -97,7 +101,7 @@ class PrioritizedReplay:
         # Device scalars, changed in place only.
         self.cursor = zeros(dtype=torch.int64)  # next slot add() writes
         self.size = zeros(dtype=torch.int64)  # slots written so far (all envs write together)
-        self.max_priority = torch.ones((), dtype=torch.float32, device=dev)  # max p_i, before ^alpha
+        self.max_priority = torch.ones((), dtype=torch.float32, device=dev)  # max p_i (not ^alpha)
         self.sample_calls = zeros(dtype=torch.int64)  # drives the beta schedule
         # Workspace and constants.
         self._cdf = zeros(slots * n_envs, dtype=torch.float64)  # float64: 1M+ float32 masses
@@ -141,14 +145,19 @@ class PrioritizedReplay:
         """
         at = self.cursor.view(1)
         fields = {
-            "bar": (self.bar, bar), "pos_state": (self.pos_state, pos_state),
-            "action": (self.action, action), "reward": (self.reward, reward),
-            "terminated": (self.terminated, terminated), "truncated": (self.truncated, truncated),
-            "next_bar": (self.next_bar, next_bar), "next_pos_state": (self.next_pos_state, next_pos_state),
-        }  # fmt: skip
+            "bar": (self.bar, bar),
+            "pos_state": (self.pos_state, pos_state),
+            "action": (self.action, action),
+            "reward": (self.reward, reward),
+            "terminated": (self.terminated, terminated),
+            "truncated": (self.truncated, truncated),
+            "next_bar": (self.next_bar, next_bar),
+            "next_pos_state": (self.next_pos_state, next_pos_state),
+        }
         for name, (store, value) in fields.items():
-            if tuple(value.shape) != tuple(store.shape[1:]):
-                raise ValueError(f"add(): {name} has shape {tuple(value.shape)}, expected {tuple(store.shape[1:])}")
+            want = tuple(store.shape[1:])
+            if tuple(value.shape) != want:
+                raise ValueError(f"add(): {name} has shape {tuple(value.shape)}, expected {want}")
             store.index_copy_(0, at, value.to(store.dtype).unsqueeze(0))
         new_mass = (self.max_priority ** self.config.alpha).expand(1, self.n_envs)
         self.priority_alpha.view(self.slots, self.n_envs).index_copy_(0, at, new_mass)
@@ -156,7 +165,7 @@ class PrioritizedReplay:
         self.size.add_(1).clamp_(max=self.slots)
 
     def update_priorities(self, index: Tensor, td_abs: Tensor) -> None:
-        """Set p_i = |delta_i| + eps for the flat indices of a sampled batch; raise the max priority."""
+        """p_i = |delta_i| + eps for the flat indices of a sampled batch; raises max priority."""
         p = td_abs.detach().abs().to(torch.float32) + self.config.priority_eps
         self.priority_alpha.index_copy_(0, index, p.pow(self.config.alpha))
         torch.maximum(self.max_priority, p.amax(), out=self.max_priority)
@@ -164,12 +173,12 @@ class PrioritizedReplay:
     def reset(self) -> None:
         """Forget every transition (fold boundary: nothing from fold k is replayed in fold k+1).
 
-        In place, so tensors captured in a CUDA graph stay valid.
+        Also restarts the beta schedule and the max priority (1). In place, so tensors captured in
+        a CUDA graph stay valid.
         """
-        for t in (self.bar, self.pos_state, self.action, self.reward, self.terminated, self.truncated,
-                  self.next_bar, self.next_pos_state, self.priority_alpha, self.cursor, self.size,
-                  self.sample_calls):  # fmt: skip
-            t.zero_()
+        for t in self._tensors():
+            if t is not self._k and t is not self._gamma_pow:  # constants
+                t.zero_()
         self.max_priority.fill_(1.0)
 
     # -- sampling -----------------------------------------------------------------------------
@@ -183,14 +192,16 @@ class PrioritizedReplay:
         return (self.config.beta0 + (1.0 - self.config.beta0) * frac).to(torch.float32)
 
     def sample(self, batch_size: int) -> ReplayBatch:
-        """Draw batch_size transitions with P(i) ~ p_i^alpha (stratified) and build their n-step targets.
+        """Draw batch_size transitions, P(i) ~ p_i^alpha (stratified), with their n-step targets.
 
         The buffer must hold at least one add(); sampling an empty buffer returns garbage
         (checking would need a host sync).
         """
-        u = torch.arange(batch_size, device=self.device, dtype=torch.float64)
-        u = u.add_(torch.rand(batch_size, device=self.device, dtype=torch.float64, generator=self.generator))
-        index = self._inverse_cdf(u.div_(batch_size))
+        # Stratified: one uniform in each of batch_size equal slices of [0, 1).
+        f64 = dict(device=self.device, dtype=torch.float64)
+        u = torch.rand(batch_size, generator=self.generator, **f64)
+        u += torch.arange(batch_size, **f64)
+        index = self._inverse_cdf(u / batch_size)
         # IS weight (N P(i))^-beta / max_j (N P(j))^-beta = (p_i^alpha / min_j p_j^alpha)^-beta.
         row_min = self.priority_alpha.view(self.slots, self.n_envs).amin(1)
         min_mass = torch.where(row_min > 0, row_min, torch.inf).amin()  # over written slots only

@@ -1,0 +1,332 @@
+"""The market-data store: bars and ticks per symbol in one embedded DuckDB file.
+
+Writes replace the time range they cover (``first_ts <= ts <= last_ts`` of the same symbol and
+spec) inside one transaction, so re-importing a file is idempotent and a failed import leaves
+the store exactly as it was. Every write is logged in ``imports``. Reads go through Arrow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from foxhunt.data.series import Bars, BarSpec, Ticks
+from foxhunt.data.timestamps import format_ns
+from foxhunt.data.validation import validate_bars, validate_ticks
+from foxhunt.errors import DataError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bars (
+    symbol VARCHAR NOT NULL, spec VARCHAR NOT NULL, ts BIGINT NOT NULL,
+    open DOUBLE NOT NULL, high DOUBLE NOT NULL, low DOUBLE NOT NULL, close DOUBLE NOT NULL,
+    volume DOUBLE NOT NULL, buy_volume DOUBLE, sell_volume DOUBLE,
+    PRIMARY KEY (symbol, spec, ts));
+CREATE TABLE IF NOT EXISTS ticks (
+    symbol VARCHAR NOT NULL, ts BIGINT NOT NULL, seq INTEGER NOT NULL,
+    price DOUBLE NOT NULL, size DOUBLE NOT NULL, side TINYINT);
+CREATE TABLE IF NOT EXISTS imports (
+    symbol VARCHAR NOT NULL, kind VARCHAR NOT NULL, spec VARCHAR NOT NULL, source VARCHAR NOT NULL,
+    rows BIGINT NOT NULL, first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL,
+    imported_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp);
+"""
+_BAR_COLUMNS = "ts, open, high, low, close, volume, buy_volume, sell_volume"
+_TS_MIN, _TS_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+_INCOMING = "foxhunt_incoming"
+_EXPORTS = (".csv", ".csv.gz", ".parquet", ".pq")
+_KIND_ORDER = {"time": 0, "ticks": 1, "volume": 2, "dollar": 3}
+
+
+@dataclass(frozen=True)
+class SeriesInfo:
+    """One stored series; ``spec`` is the bar spec text, or '' for raw ticks."""
+
+    symbol: str
+    kind: Literal["bars", "ticks"]
+    spec: str
+    first_ts: int
+    last_ts: int
+    rows: int
+
+    def __str__(self) -> str:
+        return f"{self.symbol} {self.spec or 'ticks'}"
+
+
+class MarketStore:
+    """Bars and ticks in a DuckDB file, opened on first use; a context manager closes it."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._con: duckdb.DuckDBPyConnection | None = None
+
+    def __enter__(self) -> MarketStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        if self._con is None:
+            con = None
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                con = duckdb.connect(str(self.path))
+                con.execute("SET enable_progress_bar = false")
+                con.execute(_SCHEMA)
+            except (duckdb.Error, OSError) as e:
+                if con is not None:
+                    con.close()
+                raise DataError(f"{self.path}: cannot open the store ({_one_line(e)})") from None
+            self._con = con
+        return self._con
+
+    def write_bars(self, symbol: str, spec: BarSpec | str, bars: Bars, source: str) -> int:
+        """Validate, then replace the stored bars of that series in the range ``bars`` covers."""
+        symbol, spec = _symbol(symbol), _spec(spec)
+        validate_bars(bars, source)
+        n = len(bars)
+        flow = bars.has_flow
+        table = pa.table(
+            {
+                **{k: v for k, v in bars.columns().items() if v is not None},
+                "buy_volume": bars.buy_volume if flow else pa.nulls(n, pa.float64()),
+                "sell_volume": bars.sell_volume if flow else pa.nulls(n, pa.float64()),
+            }
+        )
+        first, last = int(bars.ts[0]), int(bars.ts[-1])
+        with self._transaction() as con:
+            con.execute(
+                "DELETE FROM bars WHERE symbol = ? AND spec = ? AND ts BETWEEN ? AND ?",
+                [symbol, str(spec), first, last],
+            )
+            self._insert(
+                con,
+                f"INSERT INTO bars SELECT ?, ?, {_BAR_COLUMNS} FROM {_INCOMING}",
+                [symbol, str(spec)],
+                table,
+            )
+            self._log_import(con, symbol, "bars", str(spec), source, n, first, last)
+        return n
+
+    def write_ticks(self, symbol: str, ticks: Ticks, source: str) -> int:
+        """Validate, then replace the stored ticks of ``symbol`` in the range ``ticks`` covers.
+
+        ``seq`` numbers trades that share a timestamp, so reads return them in file order.
+        """
+        symbol = _symbol(symbol)
+        validate_ticks(ticks, source)
+        n = len(ticks)
+        k = np.arange(n, dtype=np.int64)
+        run_start = np.where(np.r_[True, ticks.ts[1:] != ticks.ts[:-1]], k, 0)
+        seq = (k - np.maximum.accumulate(run_start)).astype(np.int32)
+        table = pa.table(
+            {
+                "ts": ticks.ts,
+                "seq": seq,
+                "price": ticks.price,
+                "size": ticks.size,
+                "side": ticks.side if ticks.side is not None else pa.nulls(n, pa.int8()),
+            }
+        )
+        first, last = int(ticks.ts[0]), int(ticks.ts[-1])
+        with self._transaction() as con:
+            con.execute(
+                "DELETE FROM ticks WHERE symbol = ? AND ts BETWEEN ? AND ?", [symbol, first, last]
+            )
+            self._insert(
+                con,
+                f"INSERT INTO ticks SELECT ?, ts, seq, price, size, side FROM {_INCOMING}",
+                [symbol],
+                table,
+            )
+            self._log_import(con, symbol, "ticks", "", source, n, first, last)
+        return n
+
+    def read_bars(
+        self,
+        symbol: str,
+        spec: BarSpec | str,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> Bars:
+        """Bars with ``start_ns <= ts <= end_ns``; flow columns only when every row has them."""
+        symbol, spec = _symbol(symbol), _spec(spec)
+        table = self._db.sql(
+            f"SELECT {_BAR_COLUMNS} FROM bars "
+            "WHERE symbol = ? AND spec = ? AND ts BETWEEN ? AND ? ORDER BY ts",
+            params=[symbol, str(spec), *_range(start_ns, end_ns)],
+        ).to_arrow_table()
+        if table.num_rows == 0:
+            raise self._missing(symbol, str(spec), start_ns, end_ns)
+        if table.column("buy_volume").null_count or table.column("sell_volume").null_count:
+            table = table.drop_columns(["buy_volume", "sell_volume"])
+        return Bars.from_arrow(table)
+
+    def read_ticks(
+        self, symbol: str, start_ns: int | None = None, end_ns: int | None = None
+    ) -> Ticks:
+        """Ticks with ``start_ns <= ts <= end_ns`` in file order; side 0 where a file had none."""
+        symbol = _symbol(symbol)
+        table = self._db.sql(
+            "SELECT ts, price, size, side FROM ticks "
+            "WHERE symbol = ? AND ts BETWEEN ? AND ? ORDER BY ts, seq",
+            params=[symbol, *_range(start_ns, end_ns)],
+        ).to_arrow_table()
+        if table.num_rows == 0:
+            raise self._missing(symbol, "", start_ns, end_ns)
+        side = table.column("side")
+        if side.null_count == len(side):
+            table = table.drop_columns(["side"])
+        elif side.null_count:
+            table = table.set_column(3, "side", side.fill_null(0))
+        return Ticks.from_arrow(table)
+
+    def series(self) -> list[SeriesInfo]:
+        """Every stored series by symbol: bars (time, tick, volume, dollar; small first), ticks."""
+        rows = self._db.execute(
+            "SELECT symbol, 'bars', spec, min(ts), max(ts), count(*) "
+            "FROM bars GROUP BY symbol, spec UNION ALL "
+            "SELECT symbol, 'ticks', '', min(ts), max(ts), count(*) FROM ticks GROUP BY symbol"
+        ).fetchall()
+        infos = [SeriesInfo(*r) for r in rows]
+        return sorted(infos, key=lambda s: (s.symbol, s.kind, *_spec_order(s.spec)))
+
+    def delete_series(self, symbol: str, spec: BarSpec | str | None) -> int:
+        """Drop one series (``spec=None``: the ticks); returns the rows deleted."""
+        symbol = _symbol(symbol)
+        if spec is None:
+            where, params, label = "FROM ticks WHERE symbol = ?", [symbol], ""
+        else:
+            label = str(_spec(spec))
+            where, params = "FROM bars WHERE symbol = ? AND spec = ?", [symbol, label]
+        n = self._db.execute(f"SELECT count(*) {where}", params).fetchone()[0]
+        if n == 0:
+            raise self._missing(symbol, label, None, None)
+        with self._transaction() as con:
+            con.execute(f"DELETE {where}", params)
+        return n
+
+    def export_bars(self, symbol: str, spec: BarSpec | str, out: str | Path) -> int:
+        """Write one bar series to .csv, .csv.gz or .parquet/.pq atomically (temp file, rename)."""
+        out = Path(out)
+        name = out.name.lower()
+        if not name.endswith(_EXPORTS):
+            raise DataError(f"{out}: unknown export format; use {', '.join(_EXPORTS)}")
+        table = self.read_bars(symbol, spec).to_arrow()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            if name.endswith((".parquet", ".pq")):
+                pq.write_table(table, tmp)
+            elif name.endswith(".gz"):
+                with pa.CompressedOutputStream(tmp, "gzip") as stream:
+                    pacsv.write_csv(table, stream)
+            else:
+                pacsv.write_csv(table, tmp)
+            os.replace(tmp, out)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return table.num_rows
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = self._db
+        con.begin()
+        try:
+            yield con
+            con.commit()
+        except BaseException as e:
+            with contextlib.suppress(duckdb.Error):
+                con.rollback()
+            if isinstance(e, duckdb.Error):
+                raise DataError(
+                    f"{self.path}: write failed, nothing was written ({_one_line(e)})"
+                ) from None
+            raise
+
+    @staticmethod
+    def _insert(con: duckdb.DuckDBPyConnection, sql: str, params: list, table: pa.Table) -> None:
+        con.register(_INCOMING, table)
+        try:
+            con.execute(sql, params)
+        finally:
+            con.unregister(_INCOMING)
+
+    @staticmethod
+    def _log_import(
+        con, symbol: str, kind: str, spec: str, source: str, rows: int, first: int, last: int
+    ) -> None:
+        con.execute(
+            "INSERT INTO imports (symbol, kind, spec, source, rows, first_ts, last_ts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [symbol, kind, spec, source, rows, first, last],
+        )
+
+    def _missing(
+        self, symbol: str, spec: str, start_ns: int | None, end_ns: int | None
+    ) -> DataError:
+        what = f"{symbol} {spec or 'ticks'}"
+        kind = "bars" if spec else "ticks"
+        have = self.series()
+        same = next((s for s in have if s.symbol == symbol and s.spec == spec), None)
+        if same is not None:
+            lo, hi = _range(start_ns, end_ns)
+            return DataError(
+                f"no {kind} for {what} between {_fmt(lo)} and {_fmt(hi)} in {self.path}; "
+                f"it covers {format_ns(same.first_ts)} to {format_ns(same.last_ts)}"
+            )
+        listing = ", ".join(str(s) for s in have) or "nothing yet"
+        return DataError(f"no {kind} for {what} in {self.path}; have: {listing}")
+
+
+def _symbol(symbol: str) -> str:
+    s = symbol.strip()
+    if not s:
+        raise DataError("empty symbol")
+    return s
+
+
+def _spec(spec: BarSpec | str) -> BarSpec:
+    return BarSpec.parse(spec) if isinstance(spec, str) else spec
+
+
+def _spec_order(spec: str) -> tuple[int, float]:
+    if not spec:
+        return (0, 0.0)
+    s = BarSpec.parse(spec)
+    return (_KIND_ORDER[s.kind], s.size)
+
+
+def _range(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
+    return (
+        _TS_MIN if start_ns is None else int(start_ns),
+        _TS_MAX if end_ns is None else int(end_ns),
+    )
+
+
+def _fmt(ns: int) -> str:
+    return "the start" if ns == _TS_MIN else "the end" if ns == _TS_MAX else format_ns(ns)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
