@@ -20,7 +20,7 @@ OBS, N = 4, 16
 
 
 def tiny_problem():
-    """As in test_losses: state A ends with return 1.5, state B loops with reward 1 and discount 0.5."""
+    """As in test_losses: A ends with return 1.5; B loops with reward 1 and discount 0.5."""
     g = torch.Generator().manual_seed(0)
     a, b = torch.eye(OBS)[0], torch.eye(OBS)[1]
     obs = torch.cat([a.expand(N, OBS), b.expand(N, OBS)])

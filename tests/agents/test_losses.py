@@ -56,7 +56,7 @@ def test_learns_the_analytical_q_values(head):
 
 
 def _set_branch_preferences(net: BranchingQNetwork, rows: dict[int, torch.Tensor]) -> None:
-    """Zero the last layers so every state gives the same logits: action a's atom logits are rows[a]."""
+    """Zero the last layers so every state gives action a the atom logits rows[a]."""
     with torch.no_grad():
         net.heads.value[-1].weight.zero_()
         net.heads.value[-1].bias.zero_()
@@ -81,8 +81,16 @@ def test_double_dqn_uses_online_argmax_and_target_evaluation():
     assert (target.q_values(obs).argmax(-1) == 2).all()
 
     out = c51_loss(
-        online, target, obs, torch.zeros(5, 3, dtype=torch.long), torch.zeros(5), torch.ones(5),
-        obs, torch.ones(5), torch.full((5,), -1), cfg,
+        online,
+        target,
+        obs,
+        torch.zeros(5, 3, dtype=torch.long),
+        torch.zeros(5),
+        torch.ones(5),
+        obs,
+        torch.ones(5),
+        torch.full((5,), -1),
+        cfg,
     )
     q_target = target.q_values(obs)
     torch.testing.assert_close(out.metrics["target_q"], q_target[..., 0].mean())
@@ -100,7 +108,9 @@ def test_importance_weights_scale_each_sample(head):
 
     def run(weights):
         torch.manual_seed(1)
-        return loss_fn(online, target, obs, actions, returns, discounts, next_obs, weights, labels, cfg)
+        return loss_fn(
+            online, target, obs, actions, returns, discounts, next_obs, weights, labels, cfg
+        )
 
     base, double = run(ones), run(2 * ones)
     torch.testing.assert_close(double.loss, 2 * base.loss)
@@ -120,7 +130,10 @@ def test_outputs_are_detached_device_tensors(head):
     assert out.loss.dim() == 0 and out.loss.requires_grad
     assert out.td_abs.shape == (6,) and not out.td_abs.requires_grad and (out.td_abs >= 0).all()
     assert set(out.metrics) == {"loss", "q_loss", "aux_loss", "mean_q", "target_q"}
-    assert all(isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad for v in out.metrics.values())
+    assert all(
+        isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad
+        for v in out.metrics.values()
+    )
     out.loss.backward()
     assert all(p.grad is None for p in target.parameters())
     assert all(p.grad is not None for p in online.parameters())
@@ -141,7 +154,16 @@ def test_aux_loss_ignores_unlabelled_rows():
     torch.testing.assert_close(out.loss, out.metrics["q_loss"] + 0.5 * expected)
 
     none = c51_loss(
-        online, target, obs, actions, returns, discounts, next_obs, weights, torch.full((6,), -1), cfg
+        online,
+        target,
+        obs,
+        actions,
+        returns,
+        discounts,
+        next_obs,
+        weights,
+        torch.full((6,), -1),
+        cfg,
     )
     assert none.metrics["aux_loss"] == 0
     torch.testing.assert_close(none.loss, none.metrics["q_loss"])

@@ -1,4 +1,4 @@
-"""Branching network: shapes, per-branch dueling centring, greedy acting, IQN head, variable selection."""
+"""Branching network: shapes, per-branch centring, greedy acting, IQN head, variable selection."""
 
 from __future__ import annotations
 
@@ -44,7 +44,9 @@ def test_each_branch_advantage_is_centred_on_its_own_mean(head):
         h = h.unsqueeze(1).expand(6, 5, 32)
     value, adv = net.heads.streams(h)
     assert value is not None
-    torch.testing.assert_close(adv.mean(dim=-2), torch.zeros_like(adv.mean(dim=-2)), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        adv.mean(dim=-2), torch.zeros_like(adv.mean(dim=-2)), atol=1e-6, rtol=0
+    )
 
 
 def test_shifting_one_branch_advantage_leaves_every_output_unchanged():
@@ -94,7 +96,9 @@ def test_iqn_shapes_and_deterministic_eval():
     net = make(head="iqn", iqn_taus=8)
     obs = torch.randn(4, OBS)
     out = net(obs)
-    assert out.log_probs is None and out.quantiles.shape == (4, 3, 3, 8) and out.taus.shape == (4, 8)
+    assert (
+        out.log_probs is None and out.quantiles.shape == (4, 3, 3, 8) and out.taus.shape == (4, 8)
+    )
     assert net(obs, torch.rand(4, 5)).quantiles.shape == (4, 3, 3, 5)
     net.eval()
     torch.testing.assert_close(net.q_values(obs), net.q_values(obs), rtol=0, atol=0)
@@ -150,7 +154,9 @@ def test_masking_a_group_changes_only_its_own_embedding():
 def test_network_with_variable_selection():
     torch.manual_seed(0)
     cfg = AgentConfig(hidden=32, variable_selection=True)
-    net = BranchingQNetwork(WINDOW * F + POS, cfg, feature_groups=GROUPS, window=WINDOW, pos_dim=POS)
+    net = BranchingQNetwork(
+        WINDOW * F + POS, cfg, feature_groups=GROUPS, window=WINDOW, pos_dim=POS
+    )
     assert net.q_values(torch.randn(4, WINDOW * F + POS)).shape == (4, 3, 3)
 
 
@@ -159,7 +165,7 @@ def test_network_with_variable_selection():
     [
         (None, WINDOW * F + POS, "no feature groups"),
         ({"a": [0, 1, 2], "b": [3]}, WINDOW * F + POS, "in no feature group"),
-        ({"a": [0, 1, 2], "b": [2, 3, 4]}, WINDOW * F + POS, "give it one group"),
+        ({"a": [0, 1, 2], "b": [2, 3, 4]}, WINDOW * F + POS, "give it one"),
         ({"a": [0, 1, 2], "b": [3, 4, 5]}, WINDOW * F + POS, "outside"),
         (GROUPS, WINDOW * F + POS + 1, "not window"),
     ],

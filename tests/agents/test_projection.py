@@ -44,7 +44,11 @@ def test_dopamine_published_cases(support, probs, r, d, expected):
 def test_dopamine_cases_as_one_batch_in_float32():
     rows = [c for c in DOPAMINE_CASES if c[0] == [3, 4, 5, 6, 7]]
     out = project(
-        [c[1] for c in rows], [c[2] for c in rows], [c[3] for c in rows], [3, 4, 5, 6, 7], torch.float32
+        [c[1] for c in rows],
+        [c[2] for c in rows],
+        [c[3] for c in rows],
+        [3, 4, 5, 6, 7],
+        torch.float32,
     )
     np.testing.assert_allclose(out, [c[4] for c in rows], atol=1e-6)
 

@@ -48,7 +48,9 @@ def test_tau_blends_parameters_and_float_buffers_and_copies_integer_buffers():
     target, online = WithBuffers(0), WithBuffers(5)
     w0, s0 = target.lin.weight.detach().clone(), target.stat.clone()
     polyak_update(target, online, 0.25)
-    torch.testing.assert_close(target.lin.weight.detach(), w0 + 0.25 * (online.lin.weight.detach() - w0))
+    torch.testing.assert_close(
+        target.lin.weight.detach(), w0 + 0.25 * (online.lin.weight.detach() - w0)
+    )
     torch.testing.assert_close(target.stat, s0 + 0.25 * (online.stat - s0))
     assert target.count.item() == 5
 
@@ -61,7 +63,13 @@ def test_fingerprint_is_stable_for_one_layout_and_ignores_values():
 
 def test_fingerprint_changes_with_layout():
     base = layout_fingerprint(pair()[0])
-    for change in [dict(hidden=32), dict(atoms=21), dict(head="iqn"), dict(v_max=20.0), dict(dueling=False)]:
+    for change in [
+        dict(hidden=32),
+        dict(atoms=21),
+        dict(head="iqn"),
+        dict(v_max=20.0),
+        dict(dueling=False),
+    ]:
         kw = {"hidden": 16, **change}
         net = BranchingQNetwork(10, AgentConfig(**kw))
         assert layout_fingerprint(net) != base, change
@@ -80,6 +88,7 @@ def test_describe_diff_names_the_parameter_and_the_settings():
 def test_describe_diff_names_a_missing_parameter():
     a = BranchingQNetwork(10, AgentConfig(hidden=16))
     b = BranchingQNetwork(10, AgentConfig(hidden=16, dueling=False))
-    assert "parameter 'heads.value.0.weight_mu' is (16, 16) float32 in the checkpoint but absent" in (
-        describe_layout_diff(a, b)
+    assert (
+        "parameter 'heads.value.0.weight_mu' is (16, 16) float32 in the checkpoint but absent"
+        in (describe_layout_diff(a, b))
     )

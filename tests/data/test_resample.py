@@ -153,7 +153,7 @@ def reference(ts, price, size, side, spec: BarSpec, anchor: int = 0) -> list[tup
     return out
 
 
-tick_streams = st.integers(1, 60).flatmap(
+tick_streams = st.integers(1, 120).flatmap(
     lambda n: st.tuples(
         st.lists(st.integers(0, 5_000), min_size=n, max_size=n),
         st.lists(st.integers(-3, 3), min_size=n, max_size=n),
@@ -161,8 +161,20 @@ tick_streams = st.integers(1, 60).flatmap(
         st.one_of(st.none(), st.lists(st.sampled_from([-1, 0, 1]), min_size=n, max_size=n)),
     )
 )
+# volume:7 / dollar:900 close a bar every one or two ticks (the all-ticks search); volume:200 and
+# dollar:20000 about one per 40 ticks (the per-bar search).
 specs = st.sampled_from(
-    ["1s", "3s", "1min", "ticks:1", "ticks:4", "volume:7", "volume:20", "dollar:900"]
+    [
+        "1s",
+        "3s",
+        "1min",
+        "ticks:1",
+        "ticks:4",
+        "volume:7",
+        "volume:200",
+        "dollar:900",
+        "dollar:20000",
+    ]
 )
 
 

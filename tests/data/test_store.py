@@ -144,6 +144,47 @@ def test_failure_between_delete_and_insert_rolls_back(tmp_path, make_bars, monke
     assert dump(path) == before
 
 
+def test_a_transaction_groups_writes(tmp_path, make_bars):
+    path = tmp_path / "s.duckdb"
+    with MarketStore(path) as store:
+        with store.transaction():
+            store.write_ticks("ES", some_ticks(), "t.csv")
+            store.write_bars("ES", "ticks:2", make_bars(2), "t.csv")
+        assert [str(s) for s in store.series()] == ["ES ticks:2", "ES ticks"]
+
+
+def test_a_failing_write_undoes_the_whole_transaction(tmp_path, make_bars, monkeypatch):
+    path = tmp_path / "s.duckdb"
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(5), "a.csv")
+    before = dump(path)
+    real_insert = MarketStore._insert
+    calls = []
+
+    def second_insert_fails(con, sql, params, table):
+        calls.append(sql)
+        if len(calls) == 2:
+            raise RuntimeError("disk fell off")
+        real_insert(con, sql, params, table)
+
+    with MarketStore(path) as store:
+        monkeypatch.setattr(MarketStore, "_insert", staticmethod(second_insert_fails))
+        with pytest.raises(RuntimeError), store.transaction():
+            store.write_ticks("ES", some_ticks(), "t.csv")
+            store.write_bars("ES", "1min", make_bars(5, start=T0 + MIN), "b.csv")
+        calls.clear()
+        with pytest.raises(
+            DataError, match="a write in this transaction failed; nothing was written"
+        ):
+            with store.transaction():
+                store.write_ticks("ES", some_ticks(), "t.csv")
+                try:
+                    store.write_bars("ES", "1min", make_bars(5, start=T0 + MIN), "b.csv")
+                except RuntimeError:
+                    pass
+    assert dump(path) == before
+
+
 def test_invalid_bars_write_nothing(tmp_path, make_bars):
     path = tmp_path / "s.duckdb"
     bad = make_bars(5)

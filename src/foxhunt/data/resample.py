@@ -39,7 +39,12 @@ def resample(
     session_anchor_ns: int = 0,
     point_value: float = 1.0,
 ) -> Bars:
-    """Bars of ``spec`` from time-sorted ticks; empty Bars when not even one bar completes."""
+    """Bars of ``spec`` from time-sorted ticks; empty Bars when not even one bar completes.
+
+    ``session_anchor_ns``: any instant on the time-bar grid (e.g. a session open; 0 aligns to
+    UTC midnight). It is a fixed UTC instant, so bars do not follow a session across DST.
+    ``point_value``: dollars per point for dollar bars (default 1: notional in price units).
+    """
     spec = BarSpec.parse(spec) if isinstance(spec, str) else spec
     n = len(ticks)
     if n == 0:
@@ -81,18 +86,23 @@ def aggressor_sign(ticks: Ticks) -> np.ndarray:
 
 
 def _threshold_closes(amount: np.ndarray, threshold: float) -> np.ndarray:
-    """Indices of closing ticks; the bars chain (each starts after the last close), so one
-    Python step per bar follows precomputed per-tick answers found with one searchsorted."""
+    """Indices of closing ticks. Each bar starts after the previous close, so bars chain: one
+    Python step per bar, each a binary search in the cumulative sum. When bars are dense (over
+    one per 32 ticks) the searches are done for every tick at once instead."""
     cum = np.cumsum(amount)
+    n = len(cum)
     before = np.empty_like(cum)
     before[0] = 0.0
     before[1:] = cum[:-1]
-    close_if_start = np.searchsorted(cum, before + threshold, side="left")
-    n = len(amount)
+    dense = cum[-1] / threshold > n / 32
+    close_if_start = np.searchsorted(cum, before + threshold) if dense else None
     closes = []
     i = 0
     while i < n:
-        e = int(close_if_start[i])
+        if close_if_start is not None:
+            e = int(close_if_start[i])
+        else:
+            e = int(np.searchsorted(cum, before[i] + threshold))
         if e >= n:
             break
         closes.append(e)

@@ -68,6 +68,8 @@ class MarketStore:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._con: duckdb.DuckDBPyConnection | None = None
+        self._depth = 0
+        self._failed = False
 
     def __enter__(self) -> MarketStore:
         return self
@@ -248,11 +250,36 @@ class MarketStore:
         return table.num_rows
 
     @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make several writes one all-or-nothing change (e.g. ticks plus the bars made from them).
+
+        Writes inside join it. If any of them fails, nothing is written, even when the caller
+        catches that error inside the block: the block then ends with a DataError.
+        """
+        with self._transaction():
+            yield
+
+    @contextlib.contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
         con = self._db
+        if self._depth:
+            self._depth += 1
+            try:
+                yield con
+            except BaseException:
+                self._failed = True
+                raise
+            finally:
+                self._depth -= 1
+            return
         con.begin()
+        self._depth, self._failed = 1, False
         try:
             yield con
+            if self._failed:
+                raise DataError(
+                    f"{self.path}: a write in this transaction failed; nothing was written"
+                )
             con.commit()
         except BaseException as e:
             with contextlib.suppress(duckdb.Error):
@@ -262,6 +289,8 @@ class MarketStore:
                     f"{self.path}: write failed, nothing was written ({_one_line(e)})"
                 ) from None
             raise
+        finally:
+            self._depth, self._failed = 0, False
 
     @staticmethod
     def _insert(con: duckdb.DuckDBPyConnection, sql: str, params: list, table: pa.Table) -> None:

@@ -1,8 +1,8 @@
 """Session-local clock features, vectorised per UTC-offset segment rather than per row.
 
-The offset of each row comes from the zone's transitions inside the data's span, found by
-probing the zone once a day and bisecting to the second where the offset changes; rows then look
-their offset up with one searchsorted.
+`SessionClock` finds the zone's offset changes inside the data's span once (probing the zone
+once a day and bisecting to the second where the offset changes); rows then look their offset
+up with one searchsorted.
 """
 
 from __future__ import annotations
@@ -20,21 +20,24 @@ S_PER_DAY = 86_400
 NS_PER_DAY = S_PER_DAY * NS_PER_S
 MIN_PER_DAY = 1440.0
 
+CALENDAR_FEATURES = (
+    "tod_sin", "tod_cos", "dow_sin", "dow_cos", "session_elapsed", "session_to_close",
+)
+
 
 def _offset_s(zone: ZoneInfo, sec: int) -> int:
     off = datetime.fromtimestamp(sec, UTC).astimezone(zone).utcoffset()
     return int(off.total_seconds()) if off is not None else 0
 
 
-def utc_offsets_ns(ts: np.ndarray, tz: str) -> np.ndarray:
-    """UTC offset (ns) of the zone `tz` at each timestamp (int64 ns UTC)."""
-    if len(ts) == 0:
-        return np.zeros(0, dtype=np.int64)
+def offset_changes(tz: str, first_s: int, last_s: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, offsets): offsets[i] (seconds) holds from starts[i-1] (UTC s) on; offsets[0] before.
+
+    Assumes at most one change per UTC day, true of every zone since 1900.
+    """
     zone = ZoneInfo(tz)
-    sec = np.floor_divide(ts, NS_PER_S)
-    first = int(sec.min()) // S_PER_DAY * S_PER_DAY
-    last = int(sec.max()) // S_PER_DAY * S_PER_DAY + S_PER_DAY
-    grid = range(first, last + 1, S_PER_DAY)
+    grid = range(first_s // S_PER_DAY * S_PER_DAY, last_s // S_PER_DAY * S_PER_DAY + 2 * S_PER_DAY,
+                 S_PER_DAY)
     probes = [_offset_s(zone, g) for g in grid]
     starts, offsets = [], [probes[0]]
     for g, before, after in zip(grid, probes, probes[1:], strict=False):
@@ -46,33 +49,44 @@ def utc_offsets_ns(ts: np.ndarray, tz: str) -> np.ndarray:
             lo, hi = (mid, hi) if _offset_s(zone, mid) == before else (lo, mid)
         starts.append(hi)
         offsets.append(after)
-    idx = np.searchsorted(np.asarray(starts, dtype=np.int64), sec, side="right")
-    return np.asarray(offsets, dtype=np.int64)[idx] * NS_PER_S
+    return np.asarray(starts, dtype=np.int64), np.asarray(offsets, dtype=np.int64)
 
 
-def calendar_features(ts: np.ndarray, session: Session) -> dict[str, np.ndarray]:
-    """Time of day, day of week and position in the trading session, all in the session's zone.
+class SessionClock:
+    """Clock features of timestamps inside [first_ns, last_ns], in `session`'s zone."""
 
-    A bar is stamped with its close, so a bar closing exactly at the session open belongs to the
-    previous session (or the break); minutes since open therefore run over (0, 1440].
-    """
-    local = ts + utc_offsets_ns(ts, session.tz)
-    days = np.floor_divide(local, NS_PER_DAY)
-    minute = (local - days * NS_PER_DAY) / NS_PER_MIN
-    day_angle = minute * (2.0 * np.pi / MIN_PER_DAY)
-    weekday = np.mod(days + 3, 7)
-    week_angle = (weekday + minute / MIN_PER_DAY) * (2.0 * np.pi / 7.0)
+    def __init__(self, session: Session, first_ns: int, last_ns: int):
+        self.session = session
+        self._starts, self._offsets = offset_changes(
+            session.tz, first_ns // NS_PER_S, last_ns // NS_PER_S
+        )
+        self._open = float(session.minutes("open"))
+        self._length = float((session.minutes("close") - session.minutes("open")) % 1440 or 1440)
 
-    open_m, close_m = session.minutes("open"), session.minutes("close")
-    length = float((close_m - open_m) % 1440 or 1440)
-    since = np.mod(minute - open_m, MIN_PER_DAY)
-    since[since == 0.0] = MIN_PER_DAY
-    to_close = np.maximum(length - since, 0.0)
-    return {
-        "tod_sin": np.sin(day_angle),
-        "tod_cos": np.cos(day_angle),
-        "dow_sin": np.sin(week_angle),
-        "dow_cos": np.cos(week_angle),
-        "session_elapsed": np.minimum(since, length) / length,
-        "session_to_close": np.log1p(to_close) / np.log1p(length),
-    }
+    def utc_offsets_ns(self, ts: np.ndarray) -> np.ndarray:
+        idx = np.searchsorted(self._starts, np.floor_divide(ts, NS_PER_S), side="right")
+        return self._offsets[idx] * NS_PER_S
+
+    def features(self, ts: np.ndarray) -> dict[str, np.ndarray]:
+        """Time of day, day of week and place in the trading session, in the session's zone.
+
+        A bar is stamped with its close, so a bar closing exactly at the session open belongs
+        to the previous session (or the break): minutes since open run over (0, 1440].
+        """
+        local = ts + self.utc_offsets_ns(ts)
+        days = np.floor_divide(local, NS_PER_DAY)
+        minute = (local - days * NS_PER_DAY) / NS_PER_MIN
+        day_angle = minute * (2.0 * np.pi / MIN_PER_DAY)
+        week_angle = np.mod(days + 3, 7) + minute / MIN_PER_DAY
+        week_angle *= 2.0 * np.pi / 7.0
+        since = np.mod(minute - self._open, MIN_PER_DAY)
+        since[since == 0.0] = MIN_PER_DAY
+        to_close = np.maximum(self._length - since, 0.0)
+        return {
+            "tod_sin": np.sin(day_angle),
+            "tod_cos": np.cos(day_angle),
+            "dow_sin": np.sin(week_angle),
+            "dow_cos": np.cos(week_angle),
+            "session_elapsed": np.minimum(since, self._length) / self._length,
+            "session_to_close": np.log1p(to_close) / np.log1p(self._length),
+        }

@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 
 from foxhunt.errors import DataError
-from foxhunt.features.rolling import CHUNK, prefix_sum
+from foxhunt.features.rolling import prefix_sum
 
 MIN_STD = 1e-12
+ROWS = 4096
+ROLLING_CHUNK = 8192
 
 
 def _scale(std: np.ndarray) -> np.ndarray:
@@ -73,8 +75,8 @@ class Normaliser:
         anchor = np.asarray(raw[start], dtype=np.float64)
         s1 = np.zeros(raw.shape[1])
         s2 = np.zeros(raw.shape[1])
-        for r0 in range(start, stop, CHUNK):
-            blk = np.asarray(raw[r0 : min(r0 + CHUNK, stop)], dtype=np.float64)
+        for r0 in range(start, stop, ROWS):
+            blk = np.asarray(raw[r0 : min(r0 + ROWS, stop)], dtype=np.float64)
             blk -= anchor
             s1 += blk.sum(axis=0)
             s2 += np.square(blk, out=blk).sum(axis=0)
@@ -99,13 +101,13 @@ class Normaliser:
             )
         out = np.empty(raw.shape, dtype=np.float32)
         scale = _scale(self.std)
-        for r0 in range(0, len(raw), CHUNK):
-            blk = np.asarray(raw[r0 : r0 + CHUNK], dtype=np.float64)
+        for r0 in range(0, len(raw), ROWS):
+            blk = np.asarray(raw[r0 : r0 + ROWS], dtype=np.float64)
             blk -= self.mean
             blk *= scale
             np.clip(blk, -self.clip, self.clip, out=blk)
             blk[np.isnan(blk)] = 0.0
-            out[r0 : r0 + CHUNK] = blk
+            out[r0 : r0 + ROWS] = blk
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,15 +141,15 @@ def rolling_zscore(
     """Row t -> (x_t - mean) / std over rows [t - window + 1, t], for t >= start + window - 1.
 
     `raw_fm` is feature-major [F, T] and finite from row `start`; earlier output rows are 0.
-    Prefix sums restart every CHUNK rows around an anchor (see `foxhunt.features.rolling`).
+    Prefix sums restart every ROLLING_CHUNK rows around an anchor (see `foxhunt.features.rolling`).
     Returns float32 [T, F] C-contiguous.
     """
     f, n = raw_fm.shape
     w = window
     out = np.zeros((n, f), dtype=np.float32)
     fixed = np.asarray(fixed, dtype=bool)
-    for k0 in range(0, n, CHUNK):
-        r0, r1 = max(k0, start + w - 1), min(k0 + CHUNK, n)
+    for k0 in range(0, n, ROLLING_CHUNK):
+        r0, r1 = max(k0, start + w - 1), min(k0 + ROLLING_CHUNK, n)
         if r0 >= r1:
             continue
         seg = raw_fm[:, r0 - w + 1 : r1].astype(np.float64)

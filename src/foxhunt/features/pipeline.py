@@ -10,7 +10,6 @@ ES and CL alike.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -19,14 +18,14 @@ import numpy as np
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars
 from foxhunt.errors import DataError
-from foxhunt.features.calendar import calendar_features
-from foxhunt.features.config import GROUPS, FeatureConfig
+from foxhunt.features.calendar import SessionClock
+from foxhunt.features.config import FeatureConfig
 from foxhunt.features.normalise import Normaliser, rolling_zscore
 from foxhunt.features.rolling import Windows, ema, lag_diff, rolling_extremes, safe_div
 
 PASSTHROUGH_GROUPS = frozenset({"time"})
 VOL_FLOOR = 1e-10
-LEVEL_CHUNK = 2048
+CHUNK = 8192
 _GK_K = 2.0 * math.log(2.0) - 1.0
 _PK_K = 1.0 / (4.0 * math.log(2.0))
 
@@ -109,23 +108,31 @@ def _specs(cfg: FeatureConfig) -> list[FeatureSpec]:
     return out
 
 
-class _Calc:
-    """Shared intermediates of one bar series, computed once and reused across groups."""
+class _Segment:
+    """Bars [lo, hi) of a series: one chunk plus the history rows its windows reach back into.
 
-    def __init__(self, bars: Bars, cfg: FeatureConfig, session: Session):
-        self.bars, self.cfg, self.session = bars, cfg, session
+    Group methods return columns over the whole segment; only rows from the chunk start on are
+    kept, and those have full history. Intermediates are computed once and shared by groups.
+    """
+
+    def __init__(self, bars: Bars, lo: int, hi: int, cfg: FeatureConfig):
+        self.lo, self.hi, self.cfg = lo, hi, cfg
+        self.o, self.h, self.l = bars.open[lo:hi], bars.high[lo:hi], bars.low[lo:hi]
+        self.c, self.v, self.ts = bars.close[lo:hi], bars.volume[lo:hi], bars.ts[lo:hi]
+        self.buy = bars.buy_volume[lo:hi] if bars.has_flow else None
+        self.sell = bars.sell_volume[lo:hi] if bars.has_flow else None
 
     @cached_property
     def lc(self) -> np.ndarray:
-        return np.log(self.bars.close)
+        return np.log(self.c)
 
     @cached_property
     def lh(self) -> np.ndarray:
-        return np.log(self.bars.high)
+        return np.log(self.h)
 
     @cached_property
     def ll(self) -> np.ndarray:
-        return np.log(self.bars.low)
+        return np.log(self.l)
 
     @cached_property
     def r1(self) -> np.ndarray:
@@ -133,79 +140,74 @@ class _Calc:
 
     @cached_property
     def sq_returns(self) -> Windows:
-        return Windows(np.square(self.r1), max(self.cfg.vol_windows), start=1)
+        return Windows(np.square(self.r1), start=1)
 
     def rv(self, w: int) -> np.ndarray:
         return np.sqrt(self.sq_returns.mean(w))
-
-    @cached_property
-    def flow(self) -> tuple[np.ndarray, np.ndarray]:
-        """(signed, total) volume: aggressor flow when present, else sign(close - open) * volume."""
-        b = self.bars
-        if b.has_flow:
-            return b.buy_volume - b.sell_volume, b.buy_volume + b.sell_volume
-        return np.sign(b.close - b.open) * b.volume, b.volume
 
     def returns(self) -> dict[str, np.ndarray]:
         return {f"ret_{k}": lag_diff(self.lc, k) for k in self.cfg.returns_lags}
 
     def volatility(self) -> dict[str, np.ndarray]:
         windows = self.cfg.vol_windows
-        wmax = max(windows)
         hl = self.lh - self.ll
-        co = self.lc - np.log(self.bars.open)
-        hl2 = np.square(hl)
-        parkinson = Windows(hl2, wmax)
+        co = self.lc - np.log(self.o)
+        hl2 = np.square(hl, out=hl)
+        parkinson = Windows(hl2)
         hl2 *= 0.5
-        hl2 -= _GK_K * np.square(co)
-        garman_klass = Windows(hl2, wmax)
+        hl2 -= _GK_K * np.square(co, out=co)
+        garman_klass = Windows(hl2)
         prev = np.empty_like(self.lc)
         prev[0] = np.nan
         prev[1:] = self.lc[:-1]
-        true_range = Windows(np.maximum(self.lh, prev) - np.minimum(self.ll, prev), wmax, start=1)
+        true_range = np.maximum(self.lh, prev)
+        true_range -= np.minimum(self.ll, prev, out=prev)
+        ranges = Windows(true_range, start=1)
         out = {}
         for w in windows:
             out[f"rv_{w}"] = self.rv(w)
             out[f"pk_{w}"] = np.sqrt(parkinson.mean(w) * _PK_K)
             out[f"gk_{w}"] = np.sqrt(np.maximum(garman_klass.mean(w), 0.0))
-            out[f"atr_{w}"] = true_range.mean(w)
+            out[f"atr_{w}"] = ranges.mean(w)
         if len(windows) > 1:
             short = np.maximum(self.rv(windows[0]), VOL_FLOOR)
-            out["rv_ratio"] = np.log(short / np.maximum(self.rv(wmax), VOL_FLOOR))
+            out["rv_ratio"] = np.log(short / np.maximum(self.rv(windows[-1]), VOL_FLOOR))
         return out
 
     def volume(self) -> dict[str, np.ndarray]:
-        windows = self.cfg.volume_windows
-        signed, total = self.flow
-        flow_signed, flow_total = Windows(signed, max(windows)), Windows(total, max(windows))
-        logv = np.log1p(self.bars.volume)
-        logv_w = Windows(logv, max(windows))
+        if self.buy is not None and self.sell is not None:
+            signed, total = self.buy - self.sell, self.buy + self.sell
+        else:
+            signed, total = np.sign(self.c - self.o) * self.v, self.v
+        flow_signed, flow_total = Windows(signed), Windows(total)
+        logv = np.log1p(self.v)
+        logv_means = Windows(logv)
         out = {"ofi": safe_div(signed, total)}
-        for w in windows:
+        for w in self.cfg.volume_windows:
             out[f"ofi_{w}"] = safe_div(flow_signed.mean(w), flow_total.mean(w))
-            out[f"logvol_{w}"] = logv - logv_w.mean(w)
+            out[f"logvol_{w}"] = logv - logv_means.mean(w)
         return out
 
-    def trend(self) -> dict[str, np.ndarray]:
-        windows = self.cfg.trend_windows
+    def trend(self, ema_state: dict[int, float], keep_from: int) -> dict[str, np.ndarray]:
+        """`ema_state` carries each EMA's last value from the previous chunk and is updated."""
         lc = self.lc
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
-        levels = Windows(lc, max(windows), variance=True, chunk=LEVEL_CHUNK)
-        moves = Windows(np.abs(self.r1), max(windows), start=1)
-        tops = rolling_extremes(self.lh, windows, np.maximum)
-        bottoms = rolling_extremes(self.ll, windows, np.minimum)
+        levels = Windows(lc, variance=True)
+        moves = Windows(np.abs(self.r1), start=1)
+        tops = rolling_extremes(self.lh, self.cfg.trend_windows, np.maximum)
+        bottoms = rolling_extremes(self.ll, self.cfg.trend_windows, np.minimum)
         out = {}
-        for w in windows:
-            out[f"ema_dist_{w}"] = (lc - ema(lc, 2.0 / (w + 1))) / (unit * math.sqrt(w))
+        for w in self.cfg.trend_windows:
+            smooth = np.full(len(lc), np.nan)
+            smooth[keep_from:] = ema(lc[keep_from:], 2.0 / (w + 1), ema_state.get(w))
+            ema_state[w] = float(smooth[-1])
+            out[f"ema_dist_{w}"] = (lc - smooth) / (unit * math.sqrt(w))
             mean, var = levels.mean_var(w)
             out[f"zscore_{w}"] = safe_div(lc - mean, np.sqrt(var), VOL_FLOOR)
             out[f"rsi_{w}"] = safe_div(lag_diff(lc, w), moves.mean(w) * w)
             top, bottom = tops[w], bottoms[w]
             out[f"chan_{w}"] = safe_div(lc - 0.5 * (top + bottom), top - bottom)
         return out
-
-    def time(self) -> dict[str, np.ndarray]:
-        return calendar_features(self.bars.ts, self.session)
 
 
 def _check_prices(bars: Bars) -> None:
@@ -231,6 +233,7 @@ class FeaturePipeline:
         self.session = session or Session()
         self.specs: tuple[FeatureSpec, ...] = tuple(_specs(self.config))
         self._fixed = [s.group in PASSTHROUGH_GROUPS for s in self.specs]
+        self._by_group = {g: [s for s in self.specs if s.group == g] for g in self.config.groups}
 
     @property
     def names(self) -> list[str]:
@@ -321,24 +324,41 @@ class FeaturePipeline:
                 f"so at least {valid_from + 1} bars"
             )
 
+    @property
+    def history(self) -> int:
+        """Rows before a chunk that its windows and lags can reach back into."""
+        c = self.config
+        return max(c.returns_lags + c.vol_windows + c.volume_windows + c.trend_windows) + 1
+
     def _raw_fm(self, bars: Bars) -> np.ndarray:
-        """Raw features feature-major [F, T] float32, warm-up rows NaN."""
-        self._check_length(len(bars), self.warmup, "")
+        """Raw features feature-major [F, T] float32, warm-up rows NaN.
+
+        Rows are computed CHUNK at a time, each chunk with `history` rows before it, so every
+        intermediate stays small and in cache; chunk bounds are fixed multiples of CHUNK, so a
+        row's bits never depend on later rows or on the series length.
+        """
+        n = len(bars)
+        self._check_length(n, self.warmup, "")
         _check_prices(bars)
-        calc = _Calc(bars, self.config, self.session)
-        out = np.empty((self.n_features, len(bars)), dtype=np.float32)
-        by_group: dict[str, Callable[[], dict[str, np.ndarray]]] = {
-            g: getattr(calc, g) for g in GROUPS
-        }
-        i = 0
-        for group in self.config.groups:
-            cols = by_group[group]()
-            for spec in self.specs[i : i + len(cols)]:
-                if spec.group != group:
-                    raise AssertionError(f"feature {spec.name} computed in group {group}")
-                out[i] = cols.pop(spec.name)
-                out[i, : spec.warmup] = np.nan
-                i += 1
-            if cols:
-                raise AssertionError(f"unlisted features computed: {sorted(cols)}")
+        out = np.empty((self.n_features, n), dtype=np.float32)
+        clock = SessionClock(self.session, int(bars.ts[0]), int(bars.ts[-1]))
+        ema_state: dict[int, float] = {}
+        groups = self.config.groups
+        for k0 in range(0, n, CHUNK):
+            k1 = min(k0 + CHUNK, n)
+            lo = max(0, k0 - self.history)
+            seg = _Segment(bars, lo, k1, self.config)
+            i = 0
+            for group in groups:
+                if group == "trend":
+                    cols = seg.trend(ema_state, k0 - lo)
+                elif group == "time":
+                    cols = clock.features(seg.ts)
+                else:
+                    cols = getattr(seg, group)()
+                for spec in self._by_group[group]:
+                    out[i, k0:k1] = cols[spec.name][k0 - lo :]
+                    i += 1
+        for i, spec in enumerate(self.specs):
+            out[i, : spec.warmup] = np.nan
         return out

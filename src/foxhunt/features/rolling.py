@@ -1,14 +1,13 @@
-"""Causal rolling-window kernels on float64 columns.
+"""Causal rolling-window kernels on one float64 segment of a series.
 
-Every output at row t is computed from inputs at rows <= t only, and from work whose layout
-(chunk and block boundaries) is fixed by absolute row index, never by the array's length. So
-changing a later input cannot move a single bit of an earlier output, which is what the
-causality tests check.
+The pipeline feeds these kernels segments whose bounds are fixed by absolute row index (a
+chunk plus a fixed run of history rows before it), and every kernel computes output row t from
+segment rows <= t only. So changing a later bar cannot move a single bit of an earlier output,
+which is what the causality tests check.
 
-Window sums are prefix-sum differences, but the prefix sums restart every `CHUNK` rows (just
-before the chunk's first window) and are taken of x minus an anchor value from that window:
-the rounding error then depends on the chunk, not on how far into a million-row series it
-sits, and a variance of price-like levels keeps its digits.
+Window sums are differences of prefix sums taken within the segment, of x minus an anchor (the
+segment's first value): the rounding error then depends on the segment, not on how far into a
+million-row series it sits, and a variance of a price-like level keeps its digits.
 """
 
 from __future__ import annotations
@@ -18,85 +17,63 @@ import math
 import numpy as np
 import torch
 
-CHUNK = 1 << 14
+MAX_BLOCK = 8192
 
 
 def prefix_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Inclusive float64 prefix sum along `axis` with a leading 0 (a strictly sequential scan).
+    """Inclusive float64 prefix sum along `axis`, with a leading 0 (a strictly sequential scan).
 
-    torch's CPU scan gives the same bits as numpy's (both add left to right) at ~4x the speed.
+    torch's CPU scan adds left to right like numpy's, so the bits are the same, at ~4x speed.
     """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    axis %= x.ndim
     shape = list(x.shape)
     shape[axis] += 1
     out = np.empty(shape)
-    first = [slice(None)] * x.ndim
-    first[axis] = slice(0, 1)
-    rest = list(first)
-    rest[axis] = slice(1, None)
-    out[tuple(first)] = 0.0
-    dim = axis % x.ndim
-    torch.cumsum(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64)), dim,
-                 out=torch.from_numpy(out)[tuple(rest)])
+    head = [slice(None)] * x.ndim
+    head[axis] = slice(0, 1)
+    out[tuple(head)] = 0.0
+    head[axis] = slice(1, None)
+    torch.cumsum(torch.from_numpy(x), axis, out=torch.from_numpy(out)[tuple(head)])
     return out
 
 
 class Windows:
-    """Rolling mean (and variance) of one column over any window up to `wmax` rows.
+    """Rolling means (and variances) of one segment, for any window length.
 
-    The prefix sums are computed once and shared by every window length. Rows before
-    `start` are never read (they may be NaN); outputs before `start + w - 1` are NaN. A
-    variance of a drifting level (log price) wants short chunks: the prefix sums of squares
-    grow with the drift inside a chunk, and their rounding error with them.
+    Rows before `start` are never read (they may be NaN); output rows before
+    `start + w - 1` are NaN.
     """
 
-    def __init__(
-        self, x: np.ndarray, wmax: int, start: int = 0, variance: bool = False, chunk: int = CHUNK
-    ):
-        self.n, self.start, self.wmax = len(x), start, wmax
-        self._parts: list[tuple[int, int, int, float, np.ndarray, np.ndarray | None]] = []
-        for k0 in range(0, self.n, chunk):
-            k1 = min(k0 + chunk, self.n)
-            lo = max(k0 - wmax + 1, start)
-            if lo >= k1:
-                continue
-            anchor = float(x[lo])
-            seg = x[lo:k1] - anchor
-            q1 = prefix_sum(seg)
-            q2 = prefix_sum(np.square(seg, out=seg)) if variance else None
-            self._parts.append((k0, k1, lo, anchor, q1, q2))
+    def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False):
+        self.n, self.start = len(x), start
+        self.anchor = float(x[start]) if start < len(x) else 0.0
+        d = x[start:] - self.anchor
+        self._q1 = prefix_sum(d)
+        self._q2 = prefix_sum(np.square(d, out=d)) if variance else None
 
-    def _spans(self, w: int):
-        if not 1 <= w <= self.wmax:
-            raise ValueError(f"window {w} outside 1..{self.wmax}")
-        for k0, k1, lo, anchor, q1, q2 in self._parts:
-            r0 = max(k0, self.start + w - 1)
-            if r0 < k1:
-                yield r0, k1, slice(r0 - lo + 1, k1 - lo + 1), slice(r0 - lo + 1 - w, k1 - lo + 1 - w), anchor, q1, q2
+    def _diff(self, q: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+        out = np.full(self.n, np.nan)
+        dst = out[self.start + w - 1 :]
+        if len(dst):
+            np.subtract(q[w:], q[:-w], out=dst)
+            dst *= 1.0 / w
+        return out, dst
 
     def mean(self, w: int) -> np.ndarray:
-        out = np.full(self.n, np.nan)
-        for r0, r1, now, before, anchor, q1, _ in self._spans(w):
-            dst = out[r0:r1]
-            np.subtract(q1[now], q1[before], out=dst)
-            dst *= 1.0 / w
-            dst += anchor
+        out, dst = self._diff(self._q1, w)
+        dst += self.anchor
         return out
 
     def mean_var(self, w: int) -> tuple[np.ndarray, np.ndarray]:
         """Mean and population variance; needs `variance=True`."""
-        mean, var = np.full(self.n, np.nan), np.full(self.n, np.nan)
-        for r0, r1, now, before, anchor, q1, q2 in self._spans(w):
-            if q2 is None:
-                raise ValueError("Windows built without variance=True")
-            m = mean[r0:r1]
-            np.subtract(q1[now], q1[before], out=m)
-            m *= 1.0 / w
-            v = var[r0:r1]
-            np.subtract(q2[now], q2[before], out=v)
-            v *= 1.0 / w
-            v -= m * m
-            np.maximum(v, 0.0, out=v)
-            m += anchor
+        if self._q2 is None:
+            raise ValueError("Windows built without variance=True")
+        mean, m = self._diff(self._q1, w)
+        var, v = self._diff(self._q2, w)
+        v -= m * m
+        np.maximum(v, 0.0, out=v)
+        m += self.anchor
         return mean, var
 
 
@@ -104,8 +81,8 @@ def rolling_extremes(x: np.ndarray, windows: list[int], op: np.ufunc) -> dict[in
     """Rolling max (op=np.maximum) or min (np.minimum) over each window, NaN before w - 1.
 
     A doubling ladder: level p holds op over the p rows ending at t, level 2p combines level p
-    at t and t - p; a window w is level p (largest power of two <= w) at t and t - (w - p).
-    Exact (no rounding) and O(n log w), shared across windows.
+    at t and t - p; window w is level p (largest power of two <= w) at t and at t - (w - p).
+    Exact (no rounding), O(n log w) and shared across windows.
     """
     n = len(x)
     out: dict[int, np.ndarray] = {}
@@ -113,30 +90,32 @@ def rolling_extremes(x: np.ndarray, windows: list[int], op: np.ufunc) -> dict[in
     for w in sorted(windows):
         while 2 * p <= w:
             nxt = np.full(n, np.nan)
-            op(level[p:], level[:-p], out=nxt[p:])
+            if p < n:
+                op(level[p:], level[:-p], out=nxt[p:])
             level, p = nxt, 2 * p
         if w == p:
             out[w] = level
         else:
             out[w] = np.full(n, np.nan)
-            op(level[w - p :], level[: n - (w - p)], out=out[w][w - p :])
+            if w - p < n:
+                op(level[w - p :], level[: n - (w - p)], out=out[w][w - p :])
     return out
 
 
-def ema(x: np.ndarray, alpha: float) -> np.ndarray:
-    """Exact recursive EMA y_t = alpha x_t + (1 - alpha) y_{t-1}, seeded y_0 = x_0.
+def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
+    """Exact recursive EMA y_t = alpha x_t + (1 - alpha) y_{t-1}, continuing from y_{-1} = prev.
 
-    Inside a block of b rows the recursion has the closed form
-    y_j = alpha beta^j (cumsum_i(beta^-i x_i) + carry beta / alpha); blocks are short enough
-    that beta^-i stays far from overflow, and a scalar carry (the previous block's last y)
-    links them.
+    With `prev=None` the EMA is seeded y_0 = x_0. Inside a block of b rows the recursion has
+    the closed form y_j = alpha beta^j (cumsum_i(beta^-i x_i) + carry beta / alpha), carry being
+    the previous block's last y; blocks are short enough that beta^-i stays far from overflow,
+    and their length depends on alpha only, so a row's bits never depend on the series length.
     """
     n = len(x)
     beta = 1.0 - alpha
     if n == 0 or beta <= 0.0:
         return np.array(x, dtype=np.float64)
     anchor = float(x[0])
-    b = int(min(max(1.0, 600.0 / -math.log(beta)), CHUNK))
+    b = int(min(max(1.0, 600.0 / -math.log(beta)), MAX_BLOCK))
     nb = -(-n // b)
     flat = np.zeros(nb * b)
     np.subtract(x, anchor, out=flat[:n])
@@ -147,10 +126,10 @@ def ema(x: np.ndarray, alpha: float) -> np.ndarray:
     scale = alpha * down
     ends = (blocks[:, -1] * scale[-1]).tolist()
     carry = np.empty(nb)
-    prev, step = 0.0, beta**b
+    state, step = (0.0 if prev is None else prev - anchor), beta**b
     for k in range(nb):
-        carry[k] = prev * (beta / alpha)
-        prev = step * prev + ends[k]
+        carry[k] = state * (beta / alpha)
+        state = step * state + ends[k]
     blocks += carry[:, None]
     blocks *= scale
     out = flat[:n]

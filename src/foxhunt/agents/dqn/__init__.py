@@ -2,7 +2,12 @@
 
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
 from foxhunt.agents.dqn.losses import LossOutput, c51_loss, direction_loss, iqn_loss, quantile_huber
-from foxhunt.agents.dqn.network import BranchingQNetwork, DuelingBranches, QOutput, VariableSelection
+from foxhunt.agents.dqn.network import (
+    BranchingQNetwork,
+    DuelingBranches,
+    QOutput,
+    VariableSelection,
+)
 from foxhunt.agents.dqn.noisy import NoisyLinear
 from foxhunt.agents.dqn.projection import project_distribution
 from foxhunt.agents.dqn.target import (

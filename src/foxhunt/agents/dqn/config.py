@@ -29,7 +29,9 @@ class AgentConfig(StrictConfig):
     hidden: int = Field(default=256, gt=0, description="trunk and head stream width")
     trunk_layers: int = Field(default=2, ge=1)
     atoms: Literal[11, 21, 51] = 51
-    v_min: float = Field(default=-10.0, description="support low end; rewards are volatility-scaled")
+    v_min: float = Field(
+        default=-10.0, description="support low end; rewards are volatility-scaled"
+    )
     v_max: float = 10.0
     noisy: bool = Field(default=True, description="noisy linear layers in the heads")
     noisy_trunk: bool = Field(default=False, description="noisy linear layers in the trunk too")
@@ -38,7 +40,9 @@ class AgentConfig(StrictConfig):
     head: Literal["c51", "iqn"] = "c51"
     iqn_taus: int = Field(default=32, gt=0, description="online tau samples N (and K for acting)")
     iqn_target_taus: int = Field(default=32, gt=0, description="target tau samples N'")
-    iqn_embedding: int = Field(default=64, gt=0, description="cosine basis size of the tau embedding")
+    iqn_embedding: int = Field(
+        default=64, gt=0, description="cosine basis size of the tau embedding"
+    )
     kappa: float = Field(default=1.0, gt=0, description="quantile Huber threshold")
     aux_weight: float = Field(default=0.1, ge=0, description="weight of the direction-head loss")
     gamma: float = Field(default=0.99, gt=0, le=1)

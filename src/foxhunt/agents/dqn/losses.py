@@ -45,8 +45,13 @@ def direction_loss(aux_logits: Tensor, labels: Tensor) -> Tensor:
 
 
 def _finish(
-    per_sample: Tensor, weights: Tensor, aux_logits: Tensor, labels: Tensor, config: AgentConfig,
-    mean_q: Tensor, target_q: Tensor,
+    per_sample: Tensor,
+    weights: Tensor,
+    aux_logits: Tensor,
+    labels: Tensor,
+    config: AgentConfig,
+    mean_q: Tensor,
+    target_q: Tensor,
 ) -> LossOutput:
     q_loss = (weights * per_sample).mean()
     aux_loss = direction_loss(aux_logits, labels)
@@ -87,7 +92,9 @@ def c51_loss(
     with torch.no_grad():
         next_actions = online.q_values(next_obs).argmax(dim=-1)
         next_p = take_action(target(next_obs).log_probs, next_actions).float().exp()
-        target_p = project_distribution(next_p, returns[:, None], discounts[:, None], online.support)
+        target_p = project_distribution(
+            next_p, returns[:, None], discounts[:, None], online.support
+        )
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
     mean_q = (log_p.detach().exp() * online.support).sum(dim=-1).mean()
     target_q = (target_p * online.support).sum(dim=-1).mean()
@@ -131,6 +138,11 @@ def iqn_loss(
     rho = quantile_huber(td, out.taus[:, None, :, None], config.kappa)
     per_sample = rho.sum(dim=-2).mean(dim=-1).mean(dim=-1)
     return _finish(
-        per_sample, weights, out.aux_logits, direction_labels, config,
-        quantiles.detach().mean(), target_q.mean(),
+        per_sample,
+        weights,
+        out.aux_logits,
+        direction_labels,
+        config,
+        quantiles.detach().mean(),
+        target_q.mean(),
     )

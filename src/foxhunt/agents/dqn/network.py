@@ -20,7 +20,7 @@ from foxhunt.errors import ConfigError
 
 
 class QOutput(NamedTuple):
-    """C51 fills `log_probs` [B, Br, A, atoms]; IQN fills `quantiles` [B, Br, A, N] and `taus` [B, N]."""
+    """C51 fills `log_probs` [B, Br, A, atoms]; IQN `quantiles` [B, Br, A, N] and `taus` [B, N]."""
 
     log_probs: Tensor | None
     aux_logits: Tensor
@@ -29,12 +29,20 @@ class QOutput(NamedTuple):
 
 
 def _linear(in_features: int, out_features: int, noisy: bool, sigma0: float) -> nn.Module:
-    return NoisyLinear(in_features, out_features, sigma0) if noisy else nn.Linear(in_features, out_features)
+    return (
+        NoisyLinear(in_features, out_features, sigma0)
+        if noisy
+        else nn.Linear(in_features, out_features)
+    )
 
 
-def _stream(in_features: int, hidden: int, out_features: int, noisy: bool, sigma0: float) -> nn.Sequential:
+def _stream(
+    in_features: int, hidden: int, out_features: int, noisy: bool, sigma0: float
+) -> nn.Sequential:
     return nn.Sequential(
-        _linear(in_features, hidden, noisy, sigma0), nn.ReLU(), _linear(hidden, out_features, noisy, sigma0)
+        _linear(in_features, hidden, noisy, sigma0),
+        nn.ReLU(),
+        _linear(hidden, out_features, noisy, sigma0),
     )
 
 
@@ -55,23 +63,33 @@ class VariableSelection(nn.Module):
         seen: dict[int, str] = {}
         for name, cols in groups.items():
             if not name or "." in name or not cols:
-                raise ConfigError(f"feature group {name!r}: needs a name without '.' and at least one column")
+                raise ConfigError(
+                    f"feature group {name!r}: needs a name without '.' and at least one column"
+                )
             for c in cols:
                 if not 0 <= c < n_features:
-                    raise ConfigError(f"feature group {name!r}: column {c} outside 0..{n_features - 1}")
+                    raise ConfigError(
+                        f"feature group {name!r}: column {c} outside 0..{n_features - 1}"
+                    )
                 if c in seen:
-                    raise ConfigError(f"feature column {c} is in groups {seen[c]!r} and {name!r}; give it one group")
+                    raise ConfigError(
+                        f"feature column {c} is in groups {seen[c]!r} and {name!r}; give it one"
+                    )
                 seen[c] = name
         missing = sorted(set(range(n_features)) - set(seen))
         if missing:
-            raise ConfigError(f"feature columns {missing} are in no feature group; every column needs one")
+            raise ConfigError(
+                f"feature columns {missing} are in no feature group; every column needs one"
+            )
         self.names = list(groups)
         self.feature_dim = window * n_features
         self.out_dim = out_dim + pos_dim
         self.encoders = nn.ModuleDict()
         for k, (name, cols) in enumerate(groups.items()):
             flat = [w * n_features + c for w in range(window) for c in sorted(cols)]
-            self.register_buffer(f"columns_{k}", torch.tensor(flat, dtype=torch.long), persistent=False)
+            self.register_buffer(
+                f"columns_{k}", torch.tensor(flat, dtype=torch.long), persistent=False
+            )
             self.encoders[name] = nn.Sequential(nn.Linear(len(flat), out_dim), nn.ReLU())
         self.gate = nn.Linear(self.feature_dim + pos_dim, len(groups))
 
@@ -82,7 +100,10 @@ class VariableSelection(nn.Module):
     def group_embeddings(self, obs: Tensor) -> Tensor:
         """[B, G, out]; embedding g reads only group g's columns."""
         return torch.stack(
-            [enc(obs.index_select(-1, getattr(self, f"columns_{k}"))) for k, enc in enumerate(self.encoders.values())],
+            [
+                enc(obs.index_select(-1, getattr(self, f"columns_{k}")))
+                for k, enc in enumerate(self.encoders.values())
+            ],
             dim=-2,
         )
 
@@ -95,18 +116,28 @@ class DuelingBranches(nn.Module):
     """Action branching heads (Tavakoli et al. 2018, "Action Branching Architectures for Deep RL").
 
     One shared value stream and one advantage stream per branch; each branch's advantage is
-    centred on its own mean over that branch's actions, Q_b(s, a) = V(s) + A_b(s, a) - mean A_b(s, .),
+    centred on its own mean over that branch's actions,
+        Q_b(s, a) = V(s) + A_b(s, a) - mean_a' A_b(s, a'),
     which keeps V identifiable per branch. Every output carries a trailing `out_dim` axis (atoms
     for C51, 1 for IQN). Without dueling the advantage streams are the Q outputs.
     """
 
     def __init__(
-        self, in_dim: int, hidden: int, branches: tuple[int, ...], out_dim: int, dueling: bool, noisy: bool, sigma0: float
+        self,
+        in_dim: int,
+        hidden: int,
+        branches: tuple[int, ...],
+        out_dim: int,
+        dueling: bool,
+        noisy: bool,
+        sigma0: float,
     ):
         super().__init__()
         self.n_actions, self.out_dim = branches[0], out_dim
         self.value = _stream(in_dim, hidden, out_dim, noisy, sigma0) if dueling else None
-        self.advantages = nn.ModuleList(_stream(in_dim, hidden, n * out_dim, noisy, sigma0) for n in branches)
+        self.advantages = nn.ModuleList(
+            _stream(in_dim, hidden, n * out_dim, noisy, sigma0) for n in branches
+        )
 
     def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
         """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
@@ -149,26 +180,39 @@ class BranchingQNetwork(nn.Module):
                 raise ConfigError("variable_selection is on but no feature groups were given")
             if window < 1 or pos_dim < 0 or (obs_dim - pos_dim) % window or obs_dim <= pos_dim:
                 raise ConfigError(
-                    f"observation size {obs_dim} is not window ({window}) x features + pos_dim ({pos_dim})"
+                    f"observation size {obs_dim} is not window ({window}) x features"
+                    f" + pos_dim ({pos_dim})"
                 )
             n_features = (obs_dim - pos_dim) // window
-            self.selection = VariableSelection(feature_groups, n_features, window, pos_dim, c.hidden)
+            self.selection = VariableSelection(
+                feature_groups, n_features, window, pos_dim, c.hidden
+            )
             in_dim = self.selection.out_dim
 
         layers: list[nn.Module] = []
         for _ in range(c.trunk_layers):
-            layers += [_linear(in_dim, c.hidden, c.noisy_trunk, c.sigma0), nn.LayerNorm(c.hidden), nn.ReLU()]
+            layers += [
+                _linear(in_dim, c.hidden, c.noisy_trunk, c.sigma0),
+                nn.LayerNorm(c.hidden),
+                nn.ReLU(),
+            ]
             in_dim = c.hidden
         self.trunk = nn.Sequential(*layers)
         self.aux_head = nn.Linear(c.hidden, 2)
 
         out_dim = c.atoms if c.head == "c51" else 1
-        self.heads = DuelingBranches(c.hidden, c.hidden, c.branches, out_dim, c.dueling, c.noisy, c.sigma0)
+        self.heads = DuelingBranches(
+            c.hidden, c.hidden, c.branches, out_dim, c.dueling, c.noisy, c.sigma0
+        )
         if c.head == "c51":
-            self.register_buffer("support", torch.linspace(c.v_min, c.v_max, c.atoms), persistent=False)
+            self.register_buffer(
+                "support", torch.linspace(c.v_min, c.v_max, c.atoms), persistent=False
+            )
         else:
             self.register_buffer(
-                "cos_basis", math.pi * torch.arange(c.iqn_embedding, dtype=torch.float32), persistent=False
+                "cos_basis",
+                math.pi * torch.arange(c.iqn_embedding, dtype=torch.float32),
+                persistent=False,
             )
             self.tau_embedding = nn.Sequential(nn.Linear(c.iqn_embedding, c.hidden), nn.ReLU())
 
@@ -178,14 +222,14 @@ class BranchingQNetwork(nn.Module):
         return self.trunk(x)
 
     def sample_taus(self, batch: int, n: int, like: Tensor) -> Tensor:
-        """U(0, 1) taus in training; fixed midpoints (i + 0.5) / n in eval() so evaluation is deterministic."""
+        """U(0, 1) taus in training; midpoints (i + 0.5) / n in eval(), so eval is deterministic."""
         if self.training:
             return torch.rand(batch, n, device=like.device, dtype=like.dtype)
         mid = (torch.arange(n, device=like.device, dtype=like.dtype) + 0.5) / n
         return mid.expand(batch, n)
 
     def forward(self, obs: Tensor, taus: Tensor | None = None) -> QOutput:
-        """`taus` [B, N] is used by the IQN head only; drawn with `sample_taus(B, iqn_taus)` if None."""
+        """`taus` [B, N] feeds the IQN head only; None draws `sample_taus(B, iqn_taus)`."""
         h = self.features(obs)
         aux_logits = self.aux_head(h)
         if self.config.head == "c51":
@@ -205,7 +249,7 @@ class BranchingQNetwork(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
-        """Greedy action per branch [B, Br] (long); ties go to the lowest index, the safe default."""
+        """Greedy action per branch [B, Br] (long); ties go to the lowest, safe-default index."""
         return self.q_values(obs).argmax(dim=-1)
 
     @torch.no_grad()

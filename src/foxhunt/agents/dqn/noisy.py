@@ -16,11 +16,11 @@ from torch import Tensor, nn
 def _scaled_noise(eps: Tensor, generator: torch.Generator | None) -> None:
     """Fill `eps` with f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), in place."""
     eps.normal_(generator=generator)
-    eps.copy_(eps.sign() * eps.abs().sqrt())
+    torch.copysign(eps.abs().sqrt(), eps, out=eps)
 
 
 class NoisyLinear(nn.Module):
-    """y = (mu_w + sigma_w * eps_out eps_in^T) x + mu_b + sigma_b * eps_out; mean weights in eval()."""
+    """y = (mu_w + sigma_w * eps_out eps_in^T) x + mu_b + sigma_b * eps_out; eval() uses mu only."""
 
     def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
         super().__init__()
@@ -49,9 +49,11 @@ class NoisyLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
-        weight = self.weight_mu + self.weight_sigma * torch.outer(self.eps_out, self.eps_in)
-        bias = self.bias_mu + self.bias_sigma * self.eps_out
+        weight = torch.addcmul(
+            self.weight_mu, self.weight_sigma, torch.outer(self.eps_out, self.eps_in)
+        )
+        bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, sigma0={self.sigma0}"
+        return f"in={self.in_features}, out={self.out_features}, sigma0={self.sigma0}"

@@ -31,13 +31,13 @@ def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
     o_float = [o for o in o_buffers if o.is_floating_point()]
     if t_float:
         torch._foreach_lerp_(t_float, o_float, tau)
-    for t, o in zip(t_buffers, o_buffers):
+    for t, o in zip(t_buffers, o_buffers, strict=True):
         if not t.is_floating_point():
             t.copy_(o)
 
 
 def layout_description(model: nn.Module) -> list[str]:
-    """One line per stored tensor ('name: shape dtype') and per layout setting ('setting key: value').
+    """One line per stored tensor ('name: shape dtype') and layout setting ('setting key: value').
 
     Settings come from the model's `layout_info()` when it has one (BranchingQNetwork does).
     Saved beside a checkpoint so `describe_layout_diff` can explain a mismatch without the old code.
@@ -52,7 +52,8 @@ def layout_description(model: nn.Module) -> list[str]:
 
 
 def layout_fingerprint(model: nn.Module) -> str:
-    """Hex SHA-256 of `layout_description`: equal iff parameter names, shapes, dtypes and layout settings match."""
+    """Hex SHA-256 of `layout_description`: equal iff tensor names, shapes, dtypes and layout
+    settings all match."""
     return hashlib.sha256("\n".join(layout_description(model)).encode()).hexdigest()
 
 
@@ -62,7 +63,10 @@ def _entries(x: nn.Module | list[str]) -> dict[str, str]:
 
 
 def describe_layout_diff(
-    a: nn.Module | list[str], b: nn.Module | list[str], a_name: str = "checkpoint", b_name: str = "model"
+    a: nn.Module | list[str],
+    b: nn.Module | list[str],
+    a_name: str = "checkpoint",
+    b_name: str = "model",
 ) -> str:
     """One line naming the first stored tensor that differs (missing, shape or dtype), plus the
     layout settings that differ; '' when the layouts match. Accepts models or saved descriptions."""
