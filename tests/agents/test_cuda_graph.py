@@ -24,15 +24,15 @@ def tiny_problem():
     g = torch.Generator().manual_seed(0)
     a, b = torch.eye(OBS)[0], torch.eye(OBS)[1]
     obs = torch.cat([a.expand(N, OBS), b.expand(N, OBS)])
-    batch = dict(
-        obs=obs,
-        actions=torch.randint(0, 3, (2 * N, 3), generator=g),
-        returns=torch.cat([torch.full((N,), 1.5), torch.ones(N)]),
-        discounts=torch.cat([torch.zeros(N), torch.full((N,), 0.5)]),
-        next_obs=obs.clone(),
-        weights=torch.ones(2 * N),
-        direction_labels=torch.cat([torch.ones(N), torch.full((N,), -1)]).long(),
-    )
+    batch = {
+        "obs": obs,
+        "actions": torch.randint(0, 3, (2 * N, 3), generator=g),
+        "returns": torch.cat([torch.full((N,), 1.5), torch.ones(N)]),
+        "discounts": torch.cat([torch.zeros(N), torch.full((N,), 0.5)]),
+        "next_obs": obs.clone(),
+        "weights": torch.ones(2 * N),
+        "direction_labels": torch.cat([torch.ones(N), torch.full((N,), -1)]).long(),
+    }
     return {k: v.cuda() for k, v in batch.items()}
 
 

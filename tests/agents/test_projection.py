@@ -12,8 +12,8 @@ from foxhunt.agents.dqn import project_distribution
 
 
 def project(p, r, d, z, dtype=torch.float64):
-    t = lambda x: torch.as_tensor(x, dtype=dtype)  # noqa: E731
-    return project_distribution(t(p), t(r), t(d), t(z)).numpy()
+    p, r, d, z = (torch.as_tensor(x, dtype=dtype) for x in (p, r, d, z))
+    return project_distribution(p, r, d, z).numpy()
 
 
 # Dopamine's rainbow_agent_test.py ProjectDistributionTest projects weights on an arbitrary source

@@ -64,11 +64,11 @@ def test_fingerprint_is_stable_for_one_layout_and_ignores_values():
 def test_fingerprint_changes_with_layout():
     base = layout_fingerprint(pair()[0])
     for change in [
-        dict(hidden=32),
-        dict(atoms=21),
-        dict(head="iqn"),
-        dict(v_max=20.0),
-        dict(dueling=False),
+        {"hidden": 32},
+        {"atoms": 21},
+        {"head": "iqn"},
+        {"v_max": 20.0},
+        {"dueling": False},
     ]:
         kw = {"hidden": 16, **change}
         net = BranchingQNetwork(10, AgentConfig(**kw))

@@ -76,9 +76,12 @@ def market(n=60, feats=None, **config):
 
 def test_a_start_range_too_short_for_window_and_episode_is_refused():
     m, cfg = market()
-    with pytest.raises(ConfigError, match="window 4 \\+ episode_len 10 \\+ 1 need 14"):
-        TradingVecEnv(m, cfg, start_range=(20, 33))
-    TradingVecEnv(m, cfg, start_range=(20, 34))
+    with pytest.raises(ConfigError, match="need bars up to 30, the range ends at 29"):
+        TradingVecEnv(m, cfg, start_range=(20, 30))
+    TradingVecEnv(m, cfg, start_range=(20, 31))
+    with pytest.raises(ConfigError, match="from bar 3 \\(the first with a 4-bar window\\)"):
+        TradingVecEnv(m, cfg, start_range=(0, 13))
+    TradingVecEnv(m, cfg, start_range=(0, 14))
 
 
 def test_non_finite_features_inside_the_range_are_refused_with_the_bar():

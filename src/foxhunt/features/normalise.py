@@ -21,8 +21,9 @@ from foxhunt.errors import DataError
 from foxhunt.features.rolling import prefix_sum
 
 MIN_STD = 1e-12
-ROWS = 4096
-ROLLING_CHUNK = 8192
+ROWS = 4000
+ROLLING_CHUNK = 8000
+ROLLING_FEATURES = 8
 
 
 def _scale(std: np.ndarray) -> np.ndarray:
@@ -93,21 +94,28 @@ class Normaliser:
         return cls(tuple(names), mean, std, float(clip), int(start), int(stop))
 
     def apply(self, raw: np.ndarray) -> np.ndarray:
-        """(raw - mean) / std clipped to +-clip, NaN -> 0, as float32 [T, F] C-contiguous."""
+        """(raw - mean) / std clipped to +-clip, NaN -> 0, as float32 [T, F] C-contiguous.
+
+        `raw` may be time-major or a transposed feature-major array; both give the same bits.
+        """
         if raw.ndim != 2 or raw.shape[1] != len(self.names):
             raise DataError(
                 f"normaliser fitted on {len(self.names)} features cannot be applied to an array "
                 f"of shape {raw.shape}"
             )
         out = np.empty(raw.shape, dtype=np.float32)
-        scale = _scale(self.std)
+        feature_major = raw.strides[0] < raw.strides[1]
+        src = raw.T if feature_major else raw
+        mean, scale = (self.mean[:, None], _scale(self.std)[:, None]) if feature_major else (
+            self.mean, _scale(self.std))
         for r0 in range(0, len(raw), ROWS):
-            blk = np.asarray(raw[r0 : r0 + ROWS], dtype=np.float64)
-            blk -= self.mean
+            rows = slice(r0, r0 + ROWS)
+            blk = np.array(src[:, rows] if feature_major else src[rows], dtype=np.float64)
+            blk -= mean
             blk *= scale
             np.clip(blk, -self.clip, self.clip, out=blk)
-            blk[np.isnan(blk)] = 0.0
-            out[r0 : r0 + ROWS] = blk
+            np.copyto(blk, 0.0, where=np.isnan(blk))
+            out[rows] = blk.T if feature_major else blk
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -141,35 +149,43 @@ def rolling_zscore(
     """Row t -> (x_t - mean) / std over rows [t - window + 1, t], for t >= start + window - 1.
 
     `raw_fm` is feature-major [F, T] and finite from row `start`; earlier output rows are 0.
-    Prefix sums restart every ROLLING_CHUNK rows around an anchor (see `foxhunt.features.rolling`).
+    Window sums are prefix-sum differences restarted every ROLLING_CHUNK rows around an anchor
+    (see `foxhunt.features.rolling`), worked a few features at a time to stay in cache.
     Returns float32 [T, F] C-contiguous.
     """
     f, n = raw_fm.shape
     w = window
     out = np.zeros((n, f), dtype=np.float32)
     fixed = np.asarray(fixed, dtype=bool)
+    scaled = np.flatnonzero(~fixed)
     for k0 in range(0, n, ROLLING_CHUNK):
         r0, r1 = max(k0, start + w - 1), min(k0 + ROLLING_CHUNK, n)
         if r0 >= r1:
             continue
-        seg = raw_fm[:, r0 - w + 1 : r1].astype(np.float64)
-        anchor = seg[:, :1].copy()
-        seg -= anchor
-        z = seg[:, w - 1 :].copy()
-        q = prefix_sum(seg, axis=1)
-        mean = q[:, w:] - q[:, :-w]
-        mean *= 1.0 / w
-        np.square(seg, out=seg)
-        q = prefix_sum(seg, axis=1)
-        var = q[:, w:] - q[:, :-w]
-        var *= 1.0 / w
-        z -= mean
-        np.square(mean, out=mean)
-        var -= mean
-        np.maximum(var, 0.0, out=var)
-        np.sqrt(var, out=var)
-        z *= _scale(var)
-        np.clip(z, -clip, clip, out=z)
-        z[fixed] = raw_fm[fixed, r0:r1]
-        out[r0:r1] = z.astype(np.float32).T
+        for i in range(0, len(scaled), ROLLING_FEATURES):
+            cols = scaled[i : i + ROLLING_FEATURES]
+            out[r0:r1, cols] = _zscore_block(raw_fm[cols, r0 - w + 1 : r1], w, clip).T
+        for j in np.flatnonzero(fixed):
+            out[r0:r1, j] = raw_fm[j, r0:r1]
     return out
+
+
+def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:
+    """z of the last len - w + 1 columns of `seg32` [F, len]: (w x - S1) / sqrt(w S2 - S1^2)."""
+    seg = seg32.astype(np.float64)
+    seg -= seg[:, :1].copy()
+    num = seg[:, w - 1 :] * float(w)
+    q = prefix_sum(seg, axis=1)
+    s1 = q[:, w:] - q[:, :-w]
+    num -= s1
+    np.square(seg, out=seg)
+    q = prefix_sum(seg, axis=1)
+    den = q[:, w:] - q[:, :-w]
+    den *= float(w)
+    den -= np.square(s1, out=s1)
+    with np.errstate(invalid="ignore"):
+        np.sqrt(den, out=den)
+    z = np.zeros_like(num)
+    np.divide(num, den, out=z, where=den > MIN_STD * w)
+    np.clip(z, -clip, clip, out=z)
+    return z.astype(np.float32)

@@ -25,7 +25,8 @@ from foxhunt.features.rolling import Windows, ema, lag_diff, rolling_extremes, s
 
 PASSTHROUGH_GROUPS = frozenset({"time"})
 VOL_FLOOR = 1e-10
-CHUNK = 8192
+CHUNK = 8000
+ROW_PAD = 16
 _GK_K = 2.0 * math.log(2.0) - 1.0
 _PK_K = 1.0 / (4.0 * math.log(2.0))
 
@@ -180,7 +181,7 @@ class _Segment:
         else:
             signed, total = np.sign(self.c - self.o) * self.v, self.v
         flow_signed, flow_total = Windows(signed), Windows(total)
-        logv = np.log1p(self.v)
+        logv = np.log(self.v + 1.0)
         logv_means = Windows(logv)
         out = {"ofi": safe_div(signed, total)}
         for w in self.cfg.volume_windows:
@@ -335,12 +336,13 @@ class FeaturePipeline:
 
         Rows are computed CHUNK at a time, each chunk with `history` rows before it, so every
         intermediate stays small and in cache; chunk bounds are fixed multiples of CHUNK, so a
-        row's bits never depend on later rows or on the series length.
+        row's bits never depend on later rows or on the series length. Rows are padded by
+        ROW_PAD so the row stride is never a power of two (transposes would thrash the cache).
         """
         n = len(bars)
         self._check_length(n, self.warmup, "")
         _check_prices(bars)
-        out = np.empty((self.n_features, n), dtype=np.float32)
+        out = np.empty((self.n_features, n + ROW_PAD), dtype=np.float32)[:, :n]
         clock = SessionClock(self.session, int(bars.ts[0]), int(bars.ts[-1]))
         ema_state: dict[int, float] = {}
         groups = self.config.groups

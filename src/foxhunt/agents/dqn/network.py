@@ -82,6 +82,7 @@ class VariableSelection(nn.Module):
                 f"feature columns {missing} are in no feature group; every column needs one"
             )
         self.names = list(groups)
+        self.groups = {name: sorted(cols) for name, cols in groups.items()}
         self.feature_dim = window * n_features
         self.out_dim = out_dim + pos_dim
         self.encoders = nn.ModuleDict()
@@ -263,5 +264,5 @@ class BranchingQNetwork(nn.Module):
         info: dict[str, object] = {f: getattr(self.config, f) for f in LAYOUT_FIELDS}
         info.update(obs_dim=self.obs_dim, window=self.window, pos_dim=self.pos_dim)
         if self.selection is not None:
-            info["feature_groups"] = self.selection.names
+            info["feature_groups"] = self.selection.groups
         return info
