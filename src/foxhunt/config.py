@@ -16,7 +16,12 @@ import pydantic
 
 from foxhunt.configbase import StrictConfig, describe_validation_error, read_toml
 from foxhunt.errors import ConfigError
+from foxhunt.agents.dqn.config import AgentConfig
+from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
+from foxhunt.replay.config import ReplayConfig
+from foxhunt.training.config import TrainConfig, TrainingSpec
+from foxhunt.training.walkforward import WalkForwardConfig
 
 HOME_ENV = "FOXHUNT_HOME"
 
@@ -28,6 +33,17 @@ class DataConfig(StrictConfig):
 class Settings(StrictConfig):
     data: DataConfig = DataConfig()
     features: FeatureConfig = FeatureConfig()
+    env: EnvConfig = EnvConfig()
+    agent: AgentConfig = AgentConfig()
+    replay: ReplayConfig = ReplayConfig()
+    train: TrainConfig = TrainConfig()
+    walkforward: WalkForwardConfig = WalkForwardConfig()
+
+    def training_spec(self) -> TrainingSpec:
+        return TrainingSpec(
+            env=self.env, agent=self.agent, replay=self.replay, train=self.train,
+            walkforward=self.walkforward,
+        )
 
 
 def foxhunt_home() -> Path:

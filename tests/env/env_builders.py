@@ -51,4 +51,5 @@ def random_actions(seed: int, steps: int, n_envs: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, 3, (steps, n_envs, 3), generator=g)
 
+
 CHICAGO = Session(tz="America/Chicago", open="17:00", close="16:00")

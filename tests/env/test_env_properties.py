@@ -188,8 +188,9 @@ def test_random_starts_stay_inside_the_start_range():
     market = MarketTensors.from_bars(
         random_bars(0, N_BARS), np.zeros((N_BARS, 1), np.float32), es(), cfg
     )
-    env = TradingVecEnv(market, cfg, n_envs=512, generator=torch.Generator().manual_seed(0),
-                        start_range=(5, 40))
+    env = TradingVecEnv(
+        market, cfg, n_envs=512, generator=torch.Generator().manual_seed(0), start_range=(5, 40)
+    )
     bar, _ = env.state()
     assert int(bar.min()) == 7 and int(bar.max()) == 40 - 10 - 1
 
@@ -231,8 +232,18 @@ def forbid_host_sync():
             raise HostSync("boolean-mask indexing inside the env loop")
         return getitem(self, index)
 
-    methods = ("item", "tolist", "numpy", "cpu", "nonzero", "masked_select", "__bool__", "__int__",
-               "__float__", "__index__")
+    methods = (
+        "item",
+        "tolist",
+        "numpy",
+        "cpu",
+        "nonzero",
+        "masked_select",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__index__",
+    )
     with pytest.MonkeyPatch.context() as mp:
         for name in methods:
             mp.setattr(torch.Tensor, name, refuse(f"Tensor.{name}"))
@@ -243,8 +254,13 @@ def forbid_host_sync():
 
 
 def test_reset_and_step_never_read_tensor_values_on_the_host():
-    env = make_env(random_bars(0, N_BARS, gap_hours=True), np.zeros((N_BARS, 2), np.float32), 0,
-                   flatten_at_session_end=True, ruin_loss=300.0)
+    env = make_env(
+        random_bars(0, N_BARS, gap_hours=True),
+        np.zeros((N_BARS, 2), np.float32),
+        0,
+        flatten_at_session_end=True,
+        ruin_loss=300.0,
+    )
     actions = random_actions(0, N_STEPS, N_ENVS)
     with forbid_host_sync():
         env.reset()

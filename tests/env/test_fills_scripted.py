@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from env_builders import T0, MINUTE, scripted_env
+from env_builders import MINUTE, T0, scripted_env
 
 from foxhunt.data.instruments import Session
 from foxhunt.env.actions import contracts_for
@@ -173,10 +173,15 @@ def test_shaping_terms_hand_computed():
     assert one(r.reward) == pytest.approx(expected, rel=1e-6)
 
 
-def test_size_choices_are_ceil_fractions_of_max_contracts_and_never_exceed_it():
+def test_size_choices_round_fractions_of_max_contracts_and_never_exceed_it():
     assert contracts_for(EnvConfig(max_contracts=3)) == [1, 2, 3]
+    assert contracts_for(EnvConfig(max_contracts=3, size_fractions=(0.333, 0.667, 1.0))) == [
+        1,
+        2,
+        3,
+    ]
     assert contracts_for(EnvConfig(max_contracts=1)) == [1, 1, 1]
-    assert contracts_for(EnvConfig(max_contracts=5)) == [2, 4, 5]
+    assert contracts_for(EnvConfig(max_contracts=5)) == [2, 3, 5]
     env = scripted_env(ROWS, max_contracts=2)
     r = step(env, (1, 2, 0))
     assert one(r.position) == 2

@@ -8,10 +8,10 @@ import torch
 from env_builders import es, random_bars
 
 pytest.importorskip("gymnasium")
-from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.utils.env_checker import check_env
 
-from foxhunt.env import EnvConfig, MarketTensors, flatten_actions, unflatten_actions  # noqa: E402
-from foxhunt.env.gym_wrapper import TradingEnv, TradingVectorEnv  # noqa: E402
+from foxhunt.env import EnvConfig, MarketTensors, flatten_actions, unflatten_actions
+from foxhunt.env.gym_wrapper import TradingEnv, TradingVectorEnv
 
 N_BARS = 200
 
@@ -34,7 +34,9 @@ def test_single_env_passes_the_gymnasium_env_checker(market):
 def test_single_env_runs_an_episode_to_truncation_and_reports_dollars(market):
     env = TradingEnv(*market)
     obs, _ = env.reset(seed=1, options={"start": 50})
-    assert obs.dtype == np.float32 and np.array_equal(obs[:24], market[0].features[43:51].flatten().numpy())
+    assert obs.dtype == np.float32 and np.array_equal(
+        obs[:24], market[0].features[43:51].flatten().numpy()
+    )
     rewards = []
     for i in range(20):
         obs, reward, terminated, truncated, info = env.step(9)  # long 1, no stop

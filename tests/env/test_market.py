@@ -20,17 +20,36 @@ def utc(*stamps: str) -> np.ndarray:
 
 def test_session_ends_follow_the_chicago_close_across_a_weekend_and_dst():
     ts = utc(
-        "2024-03-08T21:58", "2024-03-08T21:59", "2024-03-08T22:00",  # Fri 15:58..16:00 CST
-        "2024-03-10T22:01", "2024-03-10T22:02",  # Sun 17:01 CDT, after the DST switch
-        "2024-03-11T20:59", "2024-03-11T21:00",  # Mon 15:59, 16:00 CDT
+        "2024-03-08T21:58",
+        "2024-03-08T21:59",
+        "2024-03-08T22:00",  # Fri 15:58..16:00 CST
+        "2024-03-10T22:01",
+        "2024-03-10T22:02",  # Sun 17:01 CDT, after the DST switch
+        "2024-03-11T20:59",
+        "2024-03-11T21:00",  # Mon 15:59, 16:00 CDT
         "2024-03-11T22:01",  # Mon 17:01 CDT: the next session
     )
-    assert session_ends(ts, CHICAGO).tolist() == [False, False, True, False, False, False, True, False]
+    assert session_ends(ts, CHICAGO).tolist() == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        False,
+        True,
+        False,
+    ]
 
 
 def test_the_last_bar_ends_a_session_only_when_it_closes_on_the_session_close():
-    assert session_ends(utc("2024-03-11T20:59", "2024-03-11T21:00"), CHICAGO).tolist() == [False, True]
-    assert session_ends(utc("2024-03-11T20:58", "2024-03-11T20:59"), CHICAGO).tolist() == [False, False]
+    assert session_ends(utc("2024-03-11T20:59", "2024-03-11T21:00"), CHICAGO).tolist() == [
+        False,
+        True,
+    ]
+    assert session_ends(utc("2024-03-11T20:58", "2024-03-11T20:59"), CHICAGO).tolist() == [
+        False,
+        False,
+    ]
 
 
 def test_a_round_the_clock_session_has_no_session_ends():
@@ -39,12 +58,14 @@ def test_a_round_the_clock_session_has_no_session_ends():
 
 
 def test_atr_is_a_trailing_mean_of_true_range_that_uses_gaps():
-    bars = bars_from_rows([
-        (100.0, 101.0, 99.0, 100.0),  # TR 2
-        (100.0, 101.0, 99.0, 100.5),  # TR 2
-        (103.0, 104.0, 102.5, 103.0),  # gap up: TR = 104 - prev close 100.5 = 3.5
-        (103.0, 103.25, 103.0, 103.0),  # TR 0.25
-    ])
+    bars = bars_from_rows(
+        [
+            (100.0, 101.0, 99.0, 100.0),  # TR 2
+            (100.0, 101.0, 99.0, 100.5),  # TR 2
+            (103.0, 104.0, 102.5, 103.0),  # gap up: TR = 104 - prev close 100.5 = 3.5
+            (103.0, 103.25, 103.0, 103.0),  # TR 0.25
+        ]
+    )
     assert average_true_range(bars, 3, 0.25).tolist() == [2.0, 2.0, 7.5 / 3, 5.75 / 3]
 
 
@@ -60,7 +81,9 @@ def test_atr_and_scale_at_t_ignore_later_bars():
     cfg = EnvConfig(atr_window=5, reward_vol_window=8)
     full = MarketTensors.from_bars(bars, np.zeros((50, 1), np.float32), es(), cfg)
     head = MarketTensors.from_bars(bars.slice(0, 30), np.zeros((30, 1), np.float32), es(), cfg)
-    assert torch.equal(full.atr[:30], head.atr) and torch.equal(full.reward_scale[:30], head.reward_scale)
+    assert torch.equal(full.atr[:30], head.atr) and torch.equal(
+        full.reward_scale[:30], head.reward_scale
+    )
 
 
 def test_features_must_have_one_row_per_bar():

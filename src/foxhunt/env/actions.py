@@ -3,8 +3,10 @@
 Branch 0 direction {flat, long, short}; branch 1 size {size_fractions} of max_contracts;
 branch 2 trailing stop {off, tight, wide}. Action (0, 0, 0) is flat. Flat ignores size and stop.
 
-Contracts for a size choice are ceil(fraction * max_contracts), at least 1: with
-max_contracts = 3 the sizes are 1, 2, 3; with 1 every size is 1 contract.
+Contracts for a size choice are fraction * max_contracts rounded to the nearest whole contract
+(halves up), at least 1: with max_contracts = 3 the sizes are 1, 2, 3; with 5 they are 2, 3, 5;
+with 1 every size is 1 contract. Rounding (not ceil) keeps fractions written as 0.333/0.667 in
+a TOML file meaning 1 and 2 of 3.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ STOP_OFF, STOP_TIGHT, STOP_WIDE = 0, 1, 2
 
 def contracts_for(config: EnvConfig) -> list[int]:
     m = config.max_contracts
-    return [min(m, max(1, math.ceil(f * m - 1e-9))) for f in config.size_fractions]
+    return [min(m, max(1, math.floor(f * m + 0.5))) for f in config.size_fractions]
 
 
 class ActionTable:
     """Device-side lookup tables that turn an action [N, 3] into a target position and stop."""
 
     def __init__(self, config: EnvConfig, device: torch.device | str | None = None):
-        f64 = dict(dtype=torch.float64, device=device)
+        f64 = {"dtype": torch.float64, "device": device}
         self.direction = torch.tensor([0.0, 1.0, -1.0], **f64)
         self.contracts = torch.tensor(contracts_for(config), **f64)
         self.stop_multiple = torch.tensor([0.0, *config.stop_atr_multiples], **f64)
@@ -56,5 +58,6 @@ def unflatten_actions(index: Tensor) -> Tensor:
     """[...] index in 0..26 -> [..., 3] branch choices; inverse of `flatten_actions`."""
     index = index.long()
     return torch.stack(
-        (index // (N_CHOICES * N_CHOICES), (index // N_CHOICES) % N_CHOICES, index % N_CHOICES), dim=-1
+        (index // (N_CHOICES * N_CHOICES), (index // N_CHOICES) % N_CHOICES, index % N_CHOICES),
+        dim=-1,
     )

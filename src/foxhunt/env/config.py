@@ -31,7 +31,9 @@ class EnvConfig(StrictConfig):
     trade_close_bonus: float = Field(
         default=0.0, ge=0, description="x the realised PnL of each trade, paid when it closes"
     )
-    ruin_loss: float = Field(default=1e9, gt=0, description="episode loss in dollars that terminates")
+    ruin_loss: float = Field(
+        default=1e9, gt=0, description="episode loss in dollars that terminates"
+    )
     reward_vol_window: int = Field(default=256, ge=2, description="bars in the running volatility")
     reward_scale_floor_ticks: float = Field(
         default=1.0, gt=0, description="floor of the reward scale, in tick values"

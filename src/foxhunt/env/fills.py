@@ -104,7 +104,7 @@ def execute(book: Book, qty: Tensor, ref: Tensor, cost: CostModel) -> Fill:
 
 
 def stop_level(ref: Tensor, side: Tensor, multiple: Tensor, atr: Tensor, cost: CostModel) -> Tensor:
-    """A stop `multiple` ATRs behind `ref` (below for a long, above for a short), on the tick grid."""
+    """A stop `multiple` ATRs behind `ref` (below a long, above a short), on the tick grid."""
     return round_to_tick(ref - side * multiple * atr, cost.tick_size)
 
 

@@ -6,7 +6,7 @@ Actions are the 27 factored actions flattened to one index (`flatten_actions`); 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -41,7 +41,7 @@ class TradingEnv(gym.Env):
     `reset(options={"start": bar})` starts at a chosen bar instead of a random one.
     """
 
-    metadata = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(
         self,
@@ -89,7 +89,7 @@ class TradingVectorEnv(VectorEnv):
     finished one. Other infos hold the reward components in dollars, position and equity.
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
     def __init__(
         self,

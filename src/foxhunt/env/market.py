@@ -1,9 +1,9 @@
-"""One fold's market on the device: features, prices and the causal series the env reads by index."""
+"""One fold's market on the device: features, prices, and causal series the env reads by index."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -17,6 +17,7 @@ from foxhunt.errors import DataError
 
 _QUARTER_HOUR_NS = 900_000_000_000
 _DAY_NS = NS["d"]
+_TENSOR_FIELDS = ("features", "open", "high", "low", "close", "atr", "reward_scale", "session_end")
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,9 @@ class MarketTensors:
             close=f64(bars.close),
             atr=f64(average_true_range(bars, config.atr_window, instrument.tick_size)),
             reward_scale=f64(
-                dollar_volatility(bars.close, config.reward_vol_window, instrument.point_value, floor)
+                dollar_volatility(
+                    bars.close, config.reward_vol_window, instrument.point_value, floor
+                )
             ),
             session_end=torch.as_tensor(session_ends(bars.ts, instrument.session), device=device),
             ts=bars.ts,
@@ -87,11 +90,7 @@ class MarketTensors:
         return self.features.shape[1]
 
     def to(self, device: torch.device | str) -> MarketTensors:
-        tensors = {
-            k: getattr(self, k).to(device)
-            for k in ("features", "open", "high", "low", "close", "atr", "reward_scale", "session_end")
-        }
-        return replace(self, **tensors)
+        return replace(self, **{k: getattr(self, k).to(device) for k in _TENSOR_FIELDS})
 
 
 def average_true_range(bars: Bars, window: int, tick_size: float) -> np.ndarray:
@@ -102,7 +101,9 @@ def average_true_range(bars: Bars, window: int, tick_size: float) -> np.ndarray:
     return np.maximum(_trailing_mean(tr, window), tick_size)
 
 
-def dollar_volatility(close: np.ndarray, window: int, point_value: float, floor: float) -> np.ndarray:
+def dollar_volatility(
+    close: np.ndarray, window: int, point_value: float, floor: float
+) -> np.ndarray:
     """RMS of the last `window` close-to-close changes, in dollars per contract, floored."""
     diff = np.diff(close, prepend=close[0])
     rms = np.sqrt(_trailing_mean(diff * diff, window, start=1))
@@ -143,7 +144,7 @@ def _utc_offsets_ns(ts: np.ndarray, tz: str) -> np.ndarray:
     zone = ZoneInfo(tz)
     buckets, inverse = np.unique(ts // _QUARTER_HOUR_NS, return_inverse=True)
     seconds = [
-        datetime.fromtimestamp(int(b) * 900, tz=timezone.utc).astimezone(zone).utcoffset().total_seconds()
+        datetime.fromtimestamp(int(b) * 900, tz=UTC).astimezone(zone).utcoffset().total_seconds()
         for b in buckets
     ]
     return np.asarray(seconds, dtype=np.int64)[inverse] * 1_000_000_000

@@ -98,8 +98,9 @@ class TradingVecEnv:
         inst = market.instrument
         if (self.cost.tick_size, self.cost.point_value) != (inst.tick_size, inst.point_value):
             raise ConfigError(
-                f"cost model (tick {self.cost.tick_size}, point value {self.cost.point_value}) does "
-                f"not match {inst.symbol} (tick {inst.tick_size}, point value {inst.point_value}); "
+                f"cost model (tick {self.cost.tick_size}, point value {self.cost.point_value}) "
+                f"does not match {inst.symbol} (tick {inst.tick_size}, point value "
+                f"{inst.point_value}); "
                 "build it with CostModel.from_instrument"
             )
         self.first_start, self.last_start, self.end = self._check_start_range(start_range)
@@ -107,7 +108,7 @@ class TradingVecEnv:
 
         self.actions = ActionTable(config, self.device)
         self._offsets = torch.arange(-config.window + 1, 1, device=self.device)
-        zeros = dict(device=self.device)
+        zeros = {"device": self.device}
         n = n_envs
         self._t = torch.zeros(n, dtype=torch.long, **zeros)
         self._steps = torch.zeros(n, dtype=torch.long, **zeros)
@@ -119,6 +120,10 @@ class TradingVecEnv:
         self._peak = torch.zeros(n, dtype=torch.float64, **zeros)
         self._stop_level = torch.zeros(n, dtype=torch.float64, **zeros)
         self._pos_state = torch.zeros(n, self.pos_dim, dtype=torch.float32, **zeros)
+        self._episode_state = (
+            self._steps, self._time_in_trade, self._stop_mode,
+            self._pos, self._avg, self._cash, self._peak, self._stop_level,
+        )  # fmt: skip
         self._fresh_starts = torch.zeros(n, dtype=torch.long, **zeros)
         self.reset()
 
@@ -150,22 +155,22 @@ class TradingVecEnv:
             self._t.copy_(self._fresh_starts)
         else:
             self._t.copy_(self._check_starts(starts))
-        for buf in (self._steps, self._time_in_trade, self._stop_mode):
-            buf.zero_()
-        for buf in (self._pos, self._avg, self._cash, self._peak, self._stop_level, self._pos_state):
+        for buf in (*self._episode_state, self._pos_state):
             buf.zero_()
         return self.observe(self._t, self._pos_state)
 
     def step(self, action: Tensor) -> StepResult:
         """Advance every env one bar on `action` [N, 3] (branch choices); auto-reset the done."""
         if tuple(action.shape) != (self.n_envs, 3):
-            raise ConfigError(f"action must have shape ({self.n_envs}, 3), got {tuple(action.shape)}")
+            raise ConfigError(
+                f"action must have shape ({self.n_envs}, 3), got {tuple(action.shape)}"
+            )
         m, cost, cfg = self.market, self.cost, self.config
         pv = cost.point_value
         t = self._t
         nxt = t + 1
-        prev_close, open_, high, low, close = m.close[t], m.open[nxt], m.high[nxt], m.low[nxt], m.close[nxt]
-        scale = m.reward_scale[t]
+        prev_close, scale, atr = m.close[t], m.reward_scale[t], m.atr[t]
+        open_, high, low, close = m.open[nxt], m.high[nxt], m.low[nxt], m.close[nxt]
         pos0 = self._pos
         equity0 = self._cash + pos0 * prev_close * pv
         target, mode = self.actions.decode(action.to(self.device))
@@ -176,7 +181,7 @@ class TradingVecEnv:
         side = torch.sign(pos1)
 
         rearm = (side != torch.sign(pos0)) | (mode != self._stop_mode)
-        armed_level = fills.stop_level(prev_close, side, multiple, m.atr[t], cost)
+        armed_level = fills.stop_level(prev_close, side, multiple, atr, cost)
         level = torch.where(rearm, armed_level, self._stop_level)
         armed = (side != 0) & (multiple > 0)
         hit, stop_ref = fills.stop_trigger(side, level, open_, high, low, cost)
@@ -189,7 +194,9 @@ class TradingVecEnv:
         pos3, avg3, cash3 = flatten.book
 
         exit_ref = torch.where(hit, stop_ref, open_)
-        pnl = pv * (pos0 * (open_ - prev_close) + pos1 * (exit_ref - open_) + pos2 * (close - exit_ref))
+        pnl = pv * (
+            pos0 * (open_ - prev_close) + pos1 * (exit_ref - open_) + pos2 * (close - exit_ref)
+        )
         costs = order.cost + stop.cost + flatten.cost
         equity = cash3 + pos3 * close * pv
         peak = torch.maximum(self._peak, equity)
@@ -211,7 +218,9 @@ class TradingVecEnv:
         same_side = (torch.sign(pos3) == torch.sign(pos0)) & (pos3 != 0)
         self._t.copy_(nxt)
         self._steps.add_(1)
-        self._time_in_trade.copy_(torch.where(same_side, self._time_in_trade + 1, (pos3 != 0).long()))
+        self._time_in_trade.copy_(
+            torch.where(same_side, self._time_in_trade + 1, (pos3 != 0).long())
+        )
         self._pos.copy_(pos3)
         self._avg.copy_(avg3)
         self._cash.copy_(cash3)
@@ -226,10 +235,8 @@ class TradingVecEnv:
         done = terminated | truncated
         self._draw_starts()
         self._t.copy_(torch.where(done, self._fresh_starts, nxt))
-        for buf in (self._steps, self._time_in_trade, self._stop_mode):
+        for buf in self._episode_state:
             buf.masked_fill_(done, 0)
-        for buf in (self._pos, self._avg, self._cash, self._peak, self._stop_level):
-            buf.masked_fill_(done, 0.0)
         self._pos_state.copy_(next_pos_state.masked_fill(done.unsqueeze(1), 0.0))
 
         return StepResult(
@@ -288,7 +295,9 @@ class TradingVecEnv:
         if tuple(starts.shape) != (self.n_envs,):
             raise ConfigError(f"starts must have shape ({self.n_envs},), got {tuple(starts.shape)}")
         ok = ((starts >= self.first_start) & (starts <= self.end - 2)).all()
-        msg = f"starts must lie in [{self.first_start}, {self.end - 2}] (window and one step of data)"
+        msg = (
+            f"starts must lie in [{self.first_start}, {self.end - 2}] (window and one step of data)"
+        )
         if self.device.type == "cpu":
             if not ok:
                 raise ConfigError(msg)

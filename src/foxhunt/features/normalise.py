@@ -171,7 +171,12 @@ def rolling_zscore(
 
 
 def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:
-    """z of the last len - w + 1 columns of `seg32` [F, len]: (w x - S1) / sqrt(w S2 - S1^2)."""
+    """z of the last len - w + 1 columns of `seg32` [F, len]: (w x - S1) / sqrt(w S2 - S1^2).
+
+    A window of equal values has w S2 - S1^2 = 0 exactly, but the prefix sums leave rounding
+    dust of up to ~len * eps * (prefix sum of squares) in it; anything under that floor counts
+    as constant (z = 0) instead of becoming dust / dust. The floor uses the prefix up to t only.
+    """
     seg = seg32.astype(np.float64)
     seg -= seg[:, :1].copy()
     num = seg[:, w - 1 :] * float(w)
@@ -183,9 +188,12 @@ def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:
     den = q[:, w:] - q[:, :-w]
     den *= float(w)
     den -= np.square(s1, out=s1)
+    floor = q[:, w:] * (4.0 * seg.shape[1] * np.finfo(np.float64).eps * w)
+    floor += (MIN_STD * w) ** 2
+    varies = den > floor
     with np.errstate(invalid="ignore"):
         np.sqrt(den, out=den)
     z = np.zeros_like(num)
-    np.divide(num, den, out=z, where=den > MIN_STD * w)
+    np.divide(num, den, out=z, where=varies)
     np.clip(z, -clip, clip, out=z)
     return z.astype(np.float32)

@@ -33,6 +33,8 @@ _PK_K = 1.0 / (4.0 * math.log(2.0))
 
 @dataclass(frozen=True)
 class FeatureSpec:
+    """One column: `warmup` is the first row at which it is defined (earlier rows are NaN raw)."""
+
     name: str
     group: str
     warmup: int
@@ -63,50 +65,62 @@ class FeatureMatrix:
         return self.values[:, idx[0] : idx[-1] + 1]
 
 
+def _bars(k: int) -> str:
+    return f"{k} bar" if k == 1 else f"{k} bars"
+
+
 def _specs(cfg: FeatureConfig) -> list[FeatureSpec]:
-    v_ref = max(cfg.vol_windows)
+    """Every column in order, with the first row at which it is defined (its warm-up)."""
+    unit = max(cfg.vol_windows)
     out: list[FeatureSpec] = []
-    add = out.append
-    for group in cfg.groups:
-        if group == "returns":
+
+    def add(group: str, name: str, warmup: int, description: str) -> None:
+        out.append(FeatureSpec(name, group, warmup, description))
+
+    for g in cfg.groups:
+        if g == "returns":
             for k in cfg.returns_lags:
-                add(FeatureSpec(f"ret_{k}", group, k, f"log return over the last {k} bars"))
-        elif group == "volatility":
+                add(g, f"ret_{k}", k, f"log return over {_bars(k)}")
+        elif g == "volatility":
             for w in cfg.vol_windows:
-                add(FeatureSpec(f"rv_{w}", group, w, f"realised vol: RMS of 1-bar log returns, {w} bars"))
-                add(FeatureSpec(f"pk_{w}", group, w - 1, f"Parkinson high-low range vol, {w} bars"))
-                add(FeatureSpec(f"gk_{w}", group, w - 1, f"Garman-Klass OHLC vol, {w} bars"))
-                add(FeatureSpec(f"atr_{w}", group, w, f"mean log true range (ATR / price), {w} bars"))
+                add(g, f"rv_{w}", w, f"realised vol: RMS of 1-bar log returns over {_bars(w)}")
+                add(g, f"pk_{w}", w - 1, f"Parkinson high-low range vol over {_bars(w)}")
+                add(g, f"gk_{w}", w - 1, f"Garman-Klass OHLC vol over {_bars(w)}")
+                add(g, f"atr_{w}", w, f"mean log true range (ATR / price) over {_bars(w)}")
             if len(cfg.vol_windows) > 1:
-                lo, hi = cfg.vol_windows[0], cfg.vol_windows[-1]
-                add(FeatureSpec("rv_ratio", group, hi, f"log(rv_{lo} / rv_{hi}): vol regime shift"))
-        elif group == "volume":
-            add(FeatureSpec("ofi", group, 0, "bar order-flow imbalance (buy-sell)/(buy+sell); "
-                            "sign(close-open) when the bars carry no flow"))
+                short = cfg.vol_windows[0]
+                add(g, "rv_ratio", unit, f"log(rv_{short} / rv_{unit}): vol regime shift")
+        elif g == "volume":
+            add(g, "ofi", 0, "order-flow imbalance (buy-sell)/(buy+sell) of the bar; "
+                "sign(close-open) when the bars carry no buy/sell volume")
             for w in cfg.volume_windows:
-                add(FeatureSpec(f"ofi_{w}", group, w - 1, f"order-flow imbalance over {w} bars"))
-                add(FeatureSpec(f"logvol_{w}", group, w - 1,
-                                f"log(1+volume) minus its {w}-bar mean"))
-        elif group == "trend":
+                add(g, f"ofi_{w}", w - 1, f"order-flow imbalance over {_bars(w)}")
+                add(g, f"logvol_{w}", w - 1, f"log(1+volume) minus its mean over {_bars(w)}")
+        elif g == "trend":
             for w in cfg.trend_windows:
-                add(FeatureSpec(f"ema_dist_{w}", group, max(2 * w, v_ref),
-                                f"log close minus its EMA (span {w}) in units of rv_{v_ref}*sqrt({w})"))
-                add(FeatureSpec(f"zscore_{w}", group, w - 1,
-                                f"z-score of log close in its {w}-bar window (mean reversion)"))
-                add(FeatureSpec(f"rsi_{w}", group, w,
-                                f"RSI-like: sum of 1-bar returns / sum of their sizes, {w} bars"))
-                add(FeatureSpec(f"chan_{w}", group, w - 1,
-                                f"close position in the {w}-bar high-low channel, -0.5..0.5"))
-        elif group == "time":
-            add(FeatureSpec("tod_sin", group, 0, "time of day (session zone), sine"))
-            add(FeatureSpec("tod_cos", group, 0, "time of day (session zone), cosine"))
-            add(FeatureSpec("dow_sin", group, 0, "day of week incl. time of day, sine"))
-            add(FeatureSpec("dow_cos", group, 0, "day of week incl. time of day, cosine"))
-            add(FeatureSpec("session_elapsed", group, 0,
-                            "time since session open / session length, 0..1 (1 outside it)"))
-            add(FeatureSpec("session_to_close", group, 0,
-                            "log(1 + minutes to session close) / log(1 + session minutes), 0..1"))
+                add(g, f"ema_dist_{w}", max(2 * w, unit),
+                    f"log close minus its EMA (span {w}), in units of rv_{unit} * sqrt({w})")
+                add(g, f"zscore_{w}", w - 1,
+                    f"z-score of log close within {_bars(w)} (mean reversion)")
+                add(g, f"rsi_{w}", w,
+                    f"RSI-like, -1..1: sum of 1-bar returns / sum of their sizes over {_bars(w)}")
+                add(g, f"chan_{w}", w - 1,
+                    f"close within the high-low channel of {_bars(w)}, -0.5..0.5")
+        elif g == "time":
+            add(g, "tod_sin", 0, "time of day in the session's zone, sine")
+            add(g, "tod_cos", 0, "time of day in the session's zone, cosine")
+            add(g, "dow_sin", 0, "day of week (plus time of day), sine")
+            add(g, "dow_cos", 0, "day of week (plus time of day), cosine")
+            add(g, "session_elapsed", 0,
+                "time since the session opened / session length, 0..1 (1 outside the session)")
+            add(g, "session_to_close", 0,
+                "log(1 + minutes to the session close) / log(1 + session minutes), 0..1")
     return out
+
+
+def _root(mean_square: np.ndarray) -> np.ndarray:
+    """sqrt of a rolling mean of squares, which prefix-sum rounding can push a hair below 0."""
+    return np.sqrt(np.maximum(mean_square, 0.0, out=mean_square), out=mean_square)
 
 
 class _Segment:
@@ -144,7 +158,7 @@ class _Segment:
         return Windows(np.square(self.r1), start=1)
 
     def rv(self, w: int) -> np.ndarray:
-        return np.sqrt(self.sq_returns.mean(w))
+        return _root(self.sq_returns.mean(w))
 
     def returns(self) -> dict[str, np.ndarray]:
         return {f"ret_{k}": lag_diff(self.lc, k) for k in self.cfg.returns_lags}
@@ -167,8 +181,8 @@ class _Segment:
         out = {}
         for w in windows:
             out[f"rv_{w}"] = self.rv(w)
-            out[f"pk_{w}"] = np.sqrt(parkinson.mean(w) * _PK_K)
-            out[f"gk_{w}"] = np.sqrt(np.maximum(garman_klass.mean(w), 0.0))
+            out[f"pk_{w}"] = _root(parkinson.mean(w) * _PK_K)
+            out[f"gk_{w}"] = _root(garman_klass.mean(w))
             out[f"atr_{w}"] = ranges.mean(w)
         if len(windows) > 1:
             short = np.maximum(self.rv(windows[0]), VOL_FLOOR)
@@ -190,21 +204,31 @@ class _Segment:
         return out
 
     def trend(self, ema_state: dict[int, float], keep_from: int) -> dict[str, np.ndarray]:
-        """`ema_state` carries each EMA's last value from the previous chunk and is updated."""
+        """`ema_state` carries each EMA's last value from the previous chunk and is updated.
+
+        A window of equal closes has a variance of exactly zero, but prefix sums leave rounding
+        dust in it; the close's own rolling max == min marks those windows, so their z-score is
+        0 rather than dust / dust.
+        """
         lc = self.lc
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
-        levels = Windows(lc, variance=True)
+        windows = self.cfg.trend_windows
+        levels = Windows(lc, variance=True, anchor=True)
         moves = Windows(np.abs(self.r1), start=1)
-        tops = rolling_extremes(self.lh, self.cfg.trend_windows, np.maximum)
-        bottoms = rolling_extremes(self.ll, self.cfg.trend_windows, np.minimum)
+        tops = rolling_extremes(self.lh, windows, np.maximum)
+        bottoms = rolling_extremes(self.ll, windows, np.minimum)
+        close_top = rolling_extremes(lc, windows, np.maximum)
+        close_bottom = rolling_extremes(lc, windows, np.minimum)
         out = {}
-        for w in self.cfg.trend_windows:
+        for w in windows:
             smooth = np.full(len(lc), np.nan)
             smooth[keep_from:] = ema(lc[keep_from:], 2.0 / (w + 1), ema_state.get(w))
             ema_state[w] = float(smooth[-1])
             out[f"ema_dist_{w}"] = (lc - smooth) / (unit * math.sqrt(w))
             mean, var = levels.mean_var(w)
-            out[f"zscore_{w}"] = safe_div(lc - mean, np.sqrt(var), VOL_FLOOR)
+            std = np.sqrt(var, out=var)
+            std[close_top[w] == close_bottom[w]] = 0.0
+            out[f"zscore_{w}"] = safe_div(lc - mean, std)
             out[f"rsi_{w}"] = safe_div(lag_diff(lc, w), moves.mean(w) * w)
             top, bottom = tops[w], bottoms[w]
             out[f"chan_{w}"] = safe_div(lc - 0.5 * (top + bottom), top - bottom)
@@ -343,7 +367,7 @@ class FeaturePipeline:
         self._check_length(n, self.warmup, "")
         _check_prices(bars)
         out = np.empty((self.n_features, n + ROW_PAD), dtype=np.float32)[:, :n]
-        clock = SessionClock(self.session, int(bars.ts[0]), int(bars.ts[-1]))
+        clock = SessionClock(self.session, int(bars.ts.min()), int(bars.ts.max()))
         ema_state: dict[int, float] = {}
         groups = self.config.groups
         for k0 in range(0, n, CHUNK):

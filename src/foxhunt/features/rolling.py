@@ -5,9 +5,10 @@ chunk plus a fixed run of history rows before it), and every kernel computes out
 segment rows <= t only. So changing a later bar cannot move a single bit of an earlier output,
 which is what the causality tests check.
 
-Window sums are differences of prefix sums taken within the segment, of x minus an anchor (the
-segment's first value): the rounding error then depends on the segment, not on how far into a
-million-row series it sits, and a variance of a price-like level keeps its digits.
+Window sums are differences of prefix sums taken within the segment, so the rounding error
+depends on the segment, not on how far into a million-row series it sits. A level (a log
+price) is summed minus an anchor, the segment's first value, so its variance keeps its digits;
+other series are summed as they are, so a run of zeros gives windows of exactly zero.
 """
 
 from __future__ import annotations
@@ -42,12 +43,12 @@ class Windows:
     """Rolling means (and variances) of one segment, for any window length.
 
     Rows before `start` are never read (they may be NaN); output rows before
-    `start + w - 1` are NaN.
+    `start + w - 1` are NaN. `anchor` subtracts the first value before summing (for levels).
     """
 
-    def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False):
+    def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False, anchor: bool = False):
         self.n, self.start = len(x), start
-        self.anchor = float(x[start]) if start < len(x) else 0.0
+        self.anchor = float(x[start]) if anchor and start < len(x) else 0.0
         d = x[start:] - self.anchor
         self._q1 = prefix_sum(d)
         self._q2 = prefix_sum(np.square(d, out=d)) if variance else None

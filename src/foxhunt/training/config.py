@@ -1,0 +1,64 @@
+"""Training settings (`[train]`) and the bundle of sections one training run needs.
+
+Sizes that depend on the hardware (batch, atoms, replay capacity, hidden width, parallel envs,
+episode length) come from the GPU profile unless the user's config sets them explicitly;
+`TrainingSpec.sized_for` applies that rule in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from foxhunt.agents.dqn.config import AgentConfig
+from foxhunt.configbase import StrictConfig
+from foxhunt.env.config import EnvConfig
+from foxhunt.profiles import GpuProfile
+from foxhunt.replay.config import ReplayConfig
+from foxhunt.training.walkforward import WalkForwardConfig
+
+
+class TrainConfig(StrictConfig):
+    epochs: int = Field(default=20, ge=1)
+    collect_steps: int = Field(default=32, ge=1, description="vectorised env steps per epoch")
+    updates_per_epoch: int = Field(default=64, ge=1)
+    learning_starts: int = Field(
+        default=2_000, ge=0, description="transitions collected before the first update"
+    )
+    batch_size: int | None = Field(default=None, gt=0, description="None: the GPU profile's")
+    n_envs: int | None = Field(default=None, gt=0, description="None: the GPU profile's")
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    cuda_graphs: bool = Field(default=True, description="capture collect and update on CUDA")
+    capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
+    eval_windows: int = Field(
+        default=8, ge=1, description="chunks a validation/test window is split into for evaluation"
+    )
+
+
+class TrainingSpec(StrictConfig):
+    """Everything a walk-forward training run is parameterised by."""
+
+    env: EnvConfig = EnvConfig()
+    agent: AgentConfig = AgentConfig()
+    replay: ReplayConfig = ReplayConfig()
+    train: TrainConfig = TrainConfig()
+    walkforward: WalkForwardConfig = WalkForwardConfig()
+
+    def sized_for(self, profile: GpuProfile) -> TrainingSpec:
+        """Fill every profile-sized field the user did not set explicitly from `profile`."""
+
+        def fill(section: StrictConfig, mapping: dict[str, object]) -> StrictConfig:
+            update = {k: v for k, v in mapping.items() if k not in section.model_fields_set}
+            return section.model_copy(update=update)
+
+        train = fill(self.train, {"batch_size": profile.batch_size, "n_envs": profile.n_envs})
+        return self.model_copy(
+            update={
+                "env": fill(self.env, {"episode_len": profile.episode_len}),
+                "agent": fill(self.agent, {"hidden": profile.hidden, "atoms": profile.atoms}),
+                "replay": fill(self.replay, {"capacity": profile.replay_capacity}),
+                "train": train,
+            }
+        )

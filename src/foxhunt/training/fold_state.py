@@ -1,0 +1,40 @@
+"""What happens to every piece of learning state at a walk-forward fold boundary.
+
+This registry is the one place that says it; `WalkForwardTrainer.start_fold` applies it by
+building a fresh `Learner` from the fold's training window and the fold's seed, and the tests
+check that every stateful attribute of a `Learner` is declared here and that fold k+1 starts
+exactly as if fold k had never run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Boundary(Enum):
+    REFIT = "re-estimated on the new fold's training window only"
+    REINIT = "re-initialised from the new fold's seed"
+    RESET = "emptied"
+
+
+@dataclass(frozen=True)
+class Rule:
+    boundary: Boundary
+    why: str
+
+
+FOLD_BOUNDARY: dict[str, Rule] = {
+    "normaliser": Rule(Boundary.REFIT, "feature statistics may only come from the training window"),
+    "market": Rule(Boundary.REFIT, "device tensors end at the window being judged; ATR and reward "
+                   "scale are causal running statistics recomputed from the fold's bars"),
+    "env": Rule(Boundary.RESET, "episodes start inside the new training window"),
+    "replay": Rule(Boundary.RESET, "transitions from fold k were collected on fold k's bars"),
+    "online": Rule(Boundary.REINIT, "weights fitted on fold k have seen bars fold k+1 validates on"),
+    "target": Rule(Boundary.REINIT, "a copy of the re-initialised online network"),
+    "optimizer": Rule(Boundary.RESET, "Adam moments carry fold k's gradients"),
+    "generator": Rule(Boundary.REINIT, "noise, episode starts and replay draws reseeded per fold"),
+    "collect_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
+    "update_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
+    "best_state": Rule(Boundary.RESET, "model selection happens per fold, on its validation window"),
+}

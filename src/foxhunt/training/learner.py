@@ -1,0 +1,175 @@
+"""One fold's learning machinery: vectorised env, prioritised replay, online/target networks.
+
+`collect()` takes one vectorised env step with the noisy online policy and stores it; `update()`
+is one Rainbow update. Both keep every metric on the device in accumulators that the trainer
+reads once per epoch, and on CUDA each is captured once as a CUDA graph and replayed.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from foxhunt.agents.dqn import BranchingQNetwork, c51_loss, iqn_loss, polyak_update
+from foxhunt.env.market import MarketTensors
+from foxhunt.env.vector_env import TradingVecEnv
+from foxhunt.replay import PrioritizedReplay
+from foxhunt.training.config import TrainingSpec
+from foxhunt.training.graphs import CapturedStep
+from foxhunt.training.walkforward import Window
+
+COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
+UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
+
+
+def direction_labels(market: MarketTensors, bar: Tensor) -> Tensor:
+    """Next-bar direction for the auxiliary head: 1 up, 0 down, -1 unchanged (ignored)."""
+    move = market.close[bar + 1] - market.close[bar]
+    return torch.where(move > 0, 1, torch.where(move < 0, 0, -1))
+
+
+@dataclass
+class EpochMetrics:
+    collect: dict[str, float]
+    action_mix: list[list[float]]
+    update: dict[str, float]
+
+
+class Learner:
+    """Built fresh for every fold (see `fold_state.FOLD_BOUNDARY`); `seed` is the fold's seed."""
+
+    def __init__(
+        self,
+        spec: TrainingSpec,
+        market: MarketTensors,
+        train_window: Window,
+        feature_groups: dict[str, list[int]] | None,
+        device: torch.device,
+        seed: int,
+    ):
+        self.spec, self.market, self.device = spec, market, device
+        t, a = spec.train, spec.agent
+        graphs = device.type == "cuda" and t.cuda_graphs
+        # CPU: explicit generators make a run reproducible. CUDA: graphs need the default
+        # generator, which is seeded here and forked nowhere else.
+        self.generator: torch.Generator | None = None
+        if device.type == "cpu":
+            self.generator = torch.Generator(device=device).manual_seed(seed)
+        else:
+            torch.cuda.manual_seed(seed)
+        self.env = TradingVecEnv(
+            market, spec.env, n_envs=t.n_envs, device=device, generator=self.generator,
+            start_range=(train_window.start, train_window.stop),
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.online = BranchingQNetwork(
+                self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
+            ).to(device)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(
+            self.online.parameters(), lr=a.lr, eps=a.adam_eps, capturable=device.type == "cuda"
+        )
+        self.replay = PrioritizedReplay(
+            spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
+        )
+        self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
+        n_mix = a.n_branches * a.n_actions
+        self.collect_acc = torch.zeros(len(COLLECT_METRICS) + n_mix, device=device, dtype=torch.float64)
+        self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
+        self._n_mix = n_mix
+        self._mix_offsets = torch.arange(a.n_branches, device=device) * a.n_actions
+        self._mix_ones = torch.ones(t.n_envs * a.n_branches, device=device, dtype=torch.float64)
+        self._n_envs_t = torch.full((), float(t.n_envs), device=device, dtype=torch.float64)
+        self._p99_index = int(0.99 * (t.batch_size - 1))
+        self.collect = CapturedStep(self._collect, graphs)
+        self.update = CapturedStep(self._update, graphs)
+        self.transitions = 0
+
+    # -- the two hot-path steps ----------------------------------------------------------------
+
+    def _collect(self) -> None:
+        env = self.env
+        bar, pos_state = env.state()
+        with torch.no_grad():
+            self.online.reset_noise(self.generator)
+            action = self.online.act(env.observe(bar, pos_state))
+        r = env.step(action)
+        self.replay.add(bar, pos_state, action, r.reward, r.terminated, r.truncated,
+                        r.next_bar, r.next_pos_state)
+        mix = torch.zeros(self._n_mix, device=self.device, dtype=torch.float64)
+        mix.scatter_add_(0, (action + self._mix_offsets).reshape(-1), self._mix_ones)
+        self.collect_acc += torch.cat((
+            torch.stack((
+                r.reward.double().sum(),
+                self._n_envs_t,
+                (r.position == 0).double().sum(),
+                r.trades_closed.double().sum(),
+                r.terminated.double().sum(),
+                r.truncated.double().sum(),
+            )),
+            mix,
+        ))
+
+    def _update(self) -> None:
+        a, b = self.spec.agent, self.replay.sample(self.spec.train.batch_size)
+        env = self.env
+        self.online.reset_noise(self.generator)
+        self.target.reset_noise(self.generator)
+        out = self._loss_fn(
+            self.online, self.target,
+            env.observe(b.bar, b.pos_state), b.action, b.ret, b.discount,
+            env.observe(b.next_bar, b.next_pos_state), b.weight,
+            direction_labels(self.market, b.bar), a,
+        )  # fmt: skip
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), a.grad_clip, foreach=True)
+        self.optimizer.step()
+        self.replay.update_priorities(b.index, out.td_abs)
+        polyak_update(self.target, self.online, a.tau)
+        m = out.metrics
+        self.update_acc += torch.stack((
+            m["loss"], m["q_loss"], m["aux_loss"], m["mean_q"], m["target_q"], grad_norm,
+            out.td_abs.float().sort().values[self._p99_index], torch.ones((), device=self.device),
+        )).double()  # fmt: skip
+
+    # -- epoch-level driving (host side, no device reads) -----------------------------------
+
+    def run_collect(self, steps: int) -> None:
+        for _ in range(steps):
+            self.collect()
+        self.transitions += steps * self.env.n_envs
+
+    def ready_to_learn(self) -> bool:
+        return self.transitions >= max(self.spec.train.learning_starts, self.spec.train.batch_size)
+
+    def run_updates(self, n: int) -> None:
+        self.online.train()
+        for _ in range(n):
+            self.update()
+
+    def read_metrics(self) -> EpochMetrics:
+        """The one host read per epoch: both accumulators, then they restart from zero."""
+        a = self.spec.agent
+        collect, update = (x.tolist() for x in (self.collect_acc, self.update_acc))
+        self.collect_acc.zero_()
+        self.update_acc.zero_()
+        base = dict(zip(COLLECT_METRICS, collect))
+        steps = max(base["env_steps"], 1.0)
+        counts = collect[len(COLLECT_METRICS):]
+        mix = [[c / steps for c in counts[i * a.n_actions:(i + 1) * a.n_actions]]
+               for i in range(a.n_branches)]
+        n_up = max(update[-1], 1.0)
+        upd = {k: v / n_up for k, v in zip(UPDATE_METRICS[:-1], update[:-1])}
+        upd["updates"] = update[-1]
+        return EpochMetrics(
+            collect={"mean_reward": base["reward"] / steps, "flat": base["flat"] / steps,
+                     "trades": base["trades"], "terminated": base["terminated"],
+                     "truncated": base["truncated"], "env_steps": base["env_steps"]},
+            action_mix=mix,
+            update=upd,
+        )

@@ -1,0 +1,317 @@
+"""Walk-forward training: for each fold, epochs of (collect K env steps, U updates, validate).
+
+Per fold the normaliser is fitted on the training window, the market handed to each phase ends
+at the last bar that phase may see, and the model with the best validation Sharpe is kept; the
+test window is evaluated once, with that model, for the report. Nothing reads the test window
+before that, and nothing from fold k reaches fold k+1 (`fold_state.FOLD_BOUNDARY`).
+
+Run directory: `spec.json`, `run.jsonl` (one diagnostics line per epoch; identical for the same
+seed on CPU), `timings.jsonl` (phase timings), `folds.json` (the per-fold table),
+`checkpoints/fold{k}.pt` (best model) and `checkpoints/fold{k}_last.pt` (resume point).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env.market import MarketTensors
+from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
+from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from foxhunt.training.config import TrainingSpec
+from foxhunt.training.evaluate import WindowResult, constant_policy, greedy_policy, rollout
+from foxhunt.training.learner import Learner
+from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window
+
+FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def market_head(market: MarketTensors, stop: int) -> MarketTensors:
+    """The market up to bar `stop` (exclusive) as views: later bars do not exist for its user."""
+    cut = {k: getattr(market, k)[:stop]
+           for k in ("features", "open", "high", "low", "close", "atr", "reward_scale", "session_end")}
+    return replace(market, ts=market.ts[:stop], **cut)
+
+
+@dataclass
+class FoldReport:
+    fold: int
+    windows: dict[str, list[int]]
+    best_epoch: int
+    val: dict[str, Any]
+    test: dict[str, Any]
+    baselines: dict[str, dict[str, Any]]
+    checkpoint: str
+
+    def row(self) -> dict[str, Any]:
+        return {"fold": self.fold, "best_epoch": self.best_epoch,
+                "val_sharpe": self.val["sharpe"], "test_sharpe": self.test["sharpe"],
+                "test_return": self.test["return"], "test_max_drawdown": self.test["max_drawdown"],
+                "test_trades": self.test["trades"],
+                "buy_and_hold_sharpe": self.baselines["buy_and_hold"]["sharpe"]}
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    folds: list[FoldReport] = field(default_factory=list)
+
+    def table(self) -> list[dict[str, Any]]:
+        return [f.row() for f in self.folds]
+
+
+@dataclass
+class FoldContext:
+    fold: Fold
+    features: FeatureMatrix
+    learner: Learner
+    val_market: MarketTensors
+    test_market: MarketTensors
+    best_state: dict[str, torch.Tensor] | None = None
+    best_sharpe: float = float("-inf")
+    best_epoch: int = -1
+    start_epoch: int = 0
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, path)
+
+
+class WalkForwardTrainer:
+    def __init__(
+        self,
+        spec: TrainingSpec,
+        bars: Bars,
+        pipeline: FeaturePipeline,
+        instrument: Instrument,
+        run_dir: Path,
+        device: torch.device | None = None,
+        on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    ):
+        self.spec, self.bars, self.pipeline, self.instrument = spec, bars, pipeline, instrument
+        self.device = device or resolve_device(spec.train.device)
+        self.run_dir = Path(run_dir)
+        self.on_epoch = on_epoch
+        first = pipeline.warmup + spec.env.window - 1
+        self.split = WalkForwardSplit(spec.walkforward, len(bars), first=first,
+                                      min_window=spec.env.episode_len + 2)
+
+    @property
+    def folds(self) -> list[Fold]:
+        return self.split.folds()
+
+    @property
+    def total_epochs(self) -> int:
+        return len(self.folds) * self.spec.train.epochs
+
+    def run(self, resume: bool = False) -> RunResult:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "checkpoints").mkdir(exist_ok=True)
+        spec_doc = self.spec.model_dump(mode="json")
+        spec_file = self.run_dir / "spec.json"
+        if resume and spec_file.exists() and json.loads(spec_file.read_text()) != spec_doc:
+            raise ConfigError(f"{spec_file}: the run was started with other settings; "
+                              "resume with the same config or use a new --out")
+        if not resume:
+            for name in ("run.jsonl", "timings.jsonl", "folds.json"):
+                (self.run_dir / name).unlink(missing_ok=True)
+        _write_json(spec_file, spec_doc)
+        result = RunResult(self.run_dir)
+        done = self._finished_folds() if resume else {}
+        for fold in self.folds:
+            if fold.index in done:
+                result.folds.append(done[fold.index])
+                continue
+            ctx = self.start_fold(fold)
+            if resume:
+                self._resume(ctx)
+            result.folds.append(self.train_fold(ctx))
+            _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
+        return result
+
+    def fold_seed(self, fold: Fold) -> int:
+        return self.spec.train.seed * 1_000_003 + fold.index
+
+    def start_fold(self, fold: Fold) -> FoldContext:
+        """Apply FOLD_BOUNDARY: refit the normaliser, rebuild the market, fresh learner."""
+        features = self.pipeline.transform(self.bars, fit_until=fold.train.stop)
+        market = MarketTensors.from_bars(self.bars, features.values.copy(), self.instrument, self.spec.env,
+                                         self.device)
+        learner = Learner(self.spec, market_head(market, fold.train.stop), fold.train,
+                          features.groups, self.device, self.fold_seed(fold))
+        return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
+                           market_head(market, fold.test.stop))
+
+    def evaluate(self, ctx: FoldContext, market: MarketTensors, window: Window) -> WindowResult:
+        net = ctx.learner.online
+        net.eval()
+        try:
+            return rollout(greedy_policy(net), market, self.spec.env, window,
+                           self.spec.train.capital, self.spec.train.eval_windows, self.device)
+        finally:
+            net.train()
+
+    def train_fold(self, ctx: FoldContext) -> FoldReport:
+        t, learner, fold = self.spec.train, ctx.learner, ctx.fold
+        for epoch in range(ctx.start_epoch, t.epochs):
+            t0 = time.perf_counter()
+            learner.run_collect(t.collect_steps)
+            _sync(self.device)
+            t1 = time.perf_counter()
+            if learner.ready_to_learn():
+                learner.run_updates(t.updates_per_epoch)
+            _sync(self.device)
+            t2 = time.perf_counter()
+            metrics = learner.read_metrics()
+            val = self.evaluate(ctx, ctx.val_market, fold.val)
+            t3 = time.perf_counter()
+            best = val.sharpe > ctx.best_sharpe
+            if best:
+                ctx.best_sharpe, ctx.best_epoch = val.sharpe, epoch
+                ctx.best_state = {k: v.detach().clone() for k, v in learner.online.state_dict().items()}
+            line = {
+                "fold": fold.index, "epoch": epoch, "transitions": learner.transitions,
+                **{k: v for k, v in metrics.update.items()}, **metrics.collect,
+                "action_mix": metrics.action_mix, "val": val.summary(), "best": best,
+            }
+            timing = {"fold": fold.index, "epoch": epoch, "experience_ms": 1e3 * (t1 - t0),
+                      "training_ms": 1e3 * (t2 - t1), "validation_ms": 1e3 * (t3 - t2)}
+            self._append("run.jsonl", line)
+            self._append("timings.jsonl", timing)
+            self._save_last(ctx, epoch)
+            if self.on_epoch:
+                self.on_epoch({**line, **timing})
+        return self._finish_fold(ctx)
+
+    def _finish_fold(self, ctx: FoldContext) -> FoldReport:
+        learner, fold = ctx.learner, ctx.fold
+        if ctx.best_state is not None:
+            learner.online.load_state_dict(ctx.best_state)
+        test = self.evaluate(ctx, ctx.test_market, fold.test)
+        baselines = {
+            name: rollout(policy, ctx.test_market, self.spec.env, fold.test, self.spec.train.capital,
+                          self.spec.train.eval_windows, self.device).summary()
+            for name, policy in (("flat", constant_policy((0, 0, 0))),
+                                 ("buy_and_hold", constant_policy(FULL_LONG)))
+        }
+        val = self.evaluate(ctx, ctx.val_market, fold.val)
+        path = save_checkpoint(
+            self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
+            self.spec.model_dump(mode="json"),
+            {"fold": fold.index, "best_epoch": ctx.best_epoch, "normaliser": _normaliser_doc(ctx.features),
+             "feature_names": list(ctx.features.names), "feature_groups": ctx.features.groups,
+             "windows": _windows(fold), "symbol": self.instrument.symbol},
+        )
+        return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test.summary(),
+                          baselines, str(path))
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def _append(self, name: str, doc: dict[str, Any]) -> None:
+        with open(self.run_dir / name, "a") as fh:
+            fh.write(json.dumps(doc) + "\n")
+
+    def _save_last(self, ctx: FoldContext, epoch: int) -> None:
+        learner = ctx.learner
+        save_checkpoint(
+            self.run_dir / "checkpoints" / f"fold{ctx.fold.index}_last.pt", learner.online,
+            self.spec.model_dump(mode="json"),
+            {"epoch": epoch, "best_epoch": ctx.best_epoch, "best_sharpe": ctx.best_sharpe,
+             "target": {k: v.cpu() for k, v in learner.target.state_dict().items()},
+             "optimizer": _cpu_tree(learner.optimizer.state_dict()),
+             "best_state": None if ctx.best_state is None
+             else {k: v.cpu() for k, v in ctx.best_state.items()},
+             "transitions": learner.transitions},
+        )
+
+    def _resume(self, ctx: FoldContext) -> None:
+        """Continue a fold from its last finished epoch: weights, target, optimiser, selection.
+        The replay buffer is not persisted; it refills from the restored policy."""
+        path = self.run_dir / "checkpoints" / f"fold{ctx.fold.index}_last.pt"
+        if not path.exists():
+            return
+        learner = ctx.learner
+        payload = load_checkpoint(path, learner.online)
+        extra = payload["extra"]
+        learner.target.load_state_dict(extra["target"])
+        learner.optimizer.load_state_dict(extra["optimizer"])
+        if extra["best_state"] is not None:
+            ctx.best_state = {k: v.to(self.device) for k, v in extra["best_state"].items()}
+        ctx.best_sharpe, ctx.best_epoch = extra["best_sharpe"], extra["best_epoch"]
+        ctx.start_epoch = extra["epoch"] + 1
+        self._truncate_logs(ctx.fold.index, extra["epoch"])
+
+    def _truncate_logs(self, fold: int, last_epoch: int) -> None:
+        """Drop log lines of the interrupted fold written after its last checkpointed epoch."""
+        for name in ("run.jsonl", "timings.jsonl"):
+            path = self.run_dir / name
+            if not path.exists():
+                continue
+            keep = [ln for ln in path.read_text().splitlines()
+                    if ln and not (json.loads(ln)["fold"] == fold and json.loads(ln)["epoch"] > last_epoch)]
+            path.write_text("".join(ln + "\n" for ln in keep))
+
+    def _finished_folds(self) -> dict[int, FoldReport]:
+        path = self.run_dir / "folds.json"
+        if not path.exists():
+            return {}
+        out = {}
+        for doc in json.loads(path.read_text()):
+            try:
+                read_checkpoint(Path(doc["checkpoint"]))
+            except CheckpointError:
+                continue
+            out[doc["fold"]] = FoldReport(**doc)
+        return out
+
+
+def asdict_report(report: FoldReport) -> dict[str, Any]:
+    return dict(report.__dict__)
+
+
+def _windows(fold: Fold) -> dict[str, list[int]]:
+    return {name: [w.start, w.stop] for name, w in (("train", fold.train), ("val", fold.val),
+                                                    ("test", fold.test))}
+
+
+def _normaliser_doc(features: FeatureMatrix) -> dict[str, Any] | None:
+    norm = features.normaliser
+    if norm is None:
+        return None
+    return {"mean": [float(x) for x in norm.mean], "std": [float(x) for x in norm.std]}
+
+
+def _cpu_tree(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _cpu_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cpu_tree(v) for v in obj]
+    return obj
+
+
+def _sync(device: torch.device) -> None:
+    """Phase timings need the device to finish; one sync per phase, outside the hot loops."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
