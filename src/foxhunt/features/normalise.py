@@ -188,9 +188,7 @@ def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:
     den = q[:, w:] - q[:, :-w]
     den *= float(w)
     den -= np.square(s1, out=s1)
-    floor = q[:, w:] * (4.0 * seg.shape[1] * np.finfo(np.float64).eps * w)
-    floor += (MIN_STD * w) ** 2
-    varies = den > floor
+    varies = den > q[:, w:] * (4.0 * seg.shape[1] * np.finfo(np.float64).eps * w)
     with np.errstate(invalid="ignore"):
         np.sqrt(den, out=den)
     z = np.zeros_like(num)

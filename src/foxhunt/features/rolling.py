@@ -14,6 +14,7 @@ other series are summed as they are, so a run of zeros gives windows of exactly 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -49,9 +50,9 @@ class Windows:
     def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False, anchor: bool = False):
         self.n, self.start = len(x), start
         self.anchor = float(x[start]) if anchor and start < len(x) else 0.0
-        d = x[start:] - self.anchor
+        d = x[start:] - self.anchor if anchor else x[start:]
         self._q1 = prefix_sum(d)
-        self._q2 = prefix_sum(np.square(d, out=d)) if variance else None
+        self._q2 = prefix_sum(np.square(d)) if variance else None
 
     def _diff(self, q: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
         out = np.full(self.n, np.nan)
@@ -63,7 +64,8 @@ class Windows:
 
     def mean(self, w: int) -> np.ndarray:
         out, dst = self._diff(self._q1, w)
-        dst += self.anchor
+        if self.anchor:
+            dst += self.anchor
         return out
 
     def mean_var(self, w: int) -> tuple[np.ndarray, np.ndarray]:
@@ -103,6 +105,14 @@ def rolling_extremes(x: np.ndarray, windows: list[int], op: np.ufunc) -> dict[in
     return out
 
 
+@lru_cache(maxsize=64)
+def _powers(beta: float, b: int) -> np.ndarray:
+    """beta^0 .. beta^(b-1), read-only; every chunk of a series reuses them."""
+    out = beta ** np.arange(b, dtype=np.float64)
+    out.flags.writeable = False
+    return out
+
+
 def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     """Exact recursive EMA y_t = alpha x_t + (1 - alpha) y_{t-1}, continuing from y_{-1} = prev.
 
@@ -121,7 +131,7 @@ def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     flat = np.zeros(nb * b)
     np.subtract(x, anchor, out=flat[:n])
     blocks = flat.reshape(nb, b)
-    down = beta ** np.arange(b, dtype=np.float64)
+    down = _powers(beta, b)
     blocks /= down
     torch.from_numpy(blocks).cumsum_(1)
     scale = alpha * down

@@ -12,8 +12,9 @@ from typing import Literal
 from pydantic import Field
 
 from foxhunt.agents.dqn.config import AgentConfig
-from foxhunt.configbase import StrictConfig
+from foxhunt.configbase import StrictConfig, validate_config
 from foxhunt.env.config import EnvConfig
+from foxhunt.errors import ConfigError
 from foxhunt.profiles import GpuProfile
 from foxhunt.replay.config import ReplayConfig
 from foxhunt.training.walkforward import WalkForwardConfig
@@ -45,6 +46,19 @@ class TrainingSpec(StrictConfig):
     replay: ReplayConfig = ReplayConfig()
     train: TrainConfig = TrainConfig()
     walkforward: WalkForwardConfig = WalkForwardConfig()
+
+    def with_overrides(self, updates: dict[str, dict[str, object]], source: str) -> TrainingSpec:
+        """Sections with `updates` applied; overridden keys count as set explicitly."""
+        sections = {}
+        for name, section in self:
+            if name in updates:
+                data = {**section.model_dump(exclude_unset=True), **updates[name]}
+                section = validate_config(type(section), data, f"{source} [{name}]")
+            sections[name] = section
+        unknown = set(updates) - set(sections)
+        if unknown:
+            raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
+        return self.model_copy(update=sections)
 
     def sized_for(self, profile: GpuProfile) -> TrainingSpec:
         """Fill every profile-sized field the user did not set explicitly from `profile`."""

@@ -22,7 +22,8 @@ from foxhunt.errors import ConfigError
 from foxhunt.metrics import max_drawdown, periods_per_year_from_ts, sharpe
 from foxhunt.training.walkforward import Window
 
-Policy = Callable[[Tensor], Tensor]
+Policy = Callable[[Tensor, Tensor], Tensor]
+"""(obs [N, obs_dim], decision bar [N]) -> actions [N, branches]."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
     obs = env.reset(starts)
     money, position, actions, trades = [], [], [], []
     for _ in range(steps):
-        action = policy(obs)
+        action = policy(obs, env.state()[0])
         r = env.step(action)
         money.append(r.components["pnl"] - r.components["cost"])
         position.append(r.position)
@@ -91,7 +92,7 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
 def greedy_policy(network: torch.nn.Module) -> Policy:
     """The network's mean-weight (noise off) greedy action per branch."""
 
-    def act(obs: Tensor) -> Tensor:
+    def act(obs: Tensor, bar: Tensor) -> Tensor:
         return network.act(obs)
 
     return act
@@ -100,7 +101,19 @@ def greedy_policy(network: torch.nn.Module) -> Policy:
 def constant_policy(action: tuple[int, ...], n_branches: int = 3) -> Policy:
     """Always the same branch choices, e.g. (0, 0, 0) flat or (1, 2, 0) full-size long."""
 
-    def act(obs: Tensor) -> Tensor:
+    def act(obs: Tensor, bar: Tensor) -> Tensor:
         return torch.tensor(action[:n_branches], device=obs.device).expand(obs.shape[0], -1)
+
+    return act
+
+
+def position_policy(direction_by_bar: Tensor, size: int = 2) -> Policy:
+    """Hold sign(direction_by_bar[t]) decided at bar t (e.g. an oracle's), at size index `size`."""
+    side = torch.sign(direction_by_bar).long()
+
+    def act(obs: Tensor, bar: Tensor) -> Tensor:
+        d = side.to(bar.device)[bar]
+        direction = torch.where(d > 0, 1, torch.where(d < 0, 2, 0))
+        return torch.stack((direction, torch.full_like(direction, size), torch.zeros_like(direction)), 1)
 
     return act

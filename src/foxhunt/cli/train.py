@@ -1,0 +1,148 @@
+"""`foxhunt train` and `foxhunt demo`: walk-forward training with a per-fold results table."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, out
+from foxhunt.cli.data import instrument_registry, load_sample_into_store, open_store
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err, transient=False,
+    )
+
+
+def run_training(
+    ctx: typer.Context, symbol: str, bars: str, *, folds: int | None = None,
+    epochs: int | None = None, profile: str | None = None, device: str | None = None,
+    seed: int | None = None, out_dir: Path | None = None, resume: bool = False,
+    spec_overrides: dict[str, dict[str, Any]] | None = None, quiet: bool = False,
+):
+    """Resolve settings and profile, load bars, and run the walk-forward trainer."""
+    from foxhunt.data.series import BarSpec
+    from foxhunt.features.pipeline import FeaturePipeline
+    from foxhunt.profiles import choose_profile
+    from foxhunt.training.trainer import WalkForwardTrainer, resolve_device
+
+    resolved = _settings(ctx)
+    settings = resolved.settings
+    spec = settings.training_spec()
+    updates: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (spec_overrides or {}).items()}
+    if folds is not None:
+        updates.setdefault("walkforward", {})["folds"] = folds
+    for key, value in (("epochs", epochs), ("device", device), ("seed", seed)):
+        if value is not None:
+            updates.setdefault("train", {})[key] = value
+    if updates:
+        spec = spec.with_overrides(updates, "command-line options")
+    choice = choose_profile(profile)
+    spec = spec.sized_for(choice.profile)
+    dev = resolve_device(spec.train.device)
+    instrument = instrument_registry(ctx).get(symbol)
+    with open_store(ctx) as store:
+        frame = store.read_bars(symbol, BarSpec.parse(bars))
+    pipeline = FeaturePipeline(settings.features, instrument.session)
+    run_dir = out_dir or (resolved.home / "runs" / f"{symbol}-{bars.replace(':', '')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if not quiet:
+        err.print(f"training {symbol} {bars} ({len(frame):,} bars) on {dev} with GPU profile "
+                  f"{choice.profile.name} ({choice.reason}) -> {run_dir}")
+    progress = _progress() if not quiet else None
+    task = None
+
+    def on_epoch(line: dict[str, Any]) -> None:
+        if progress is None:
+            return
+        status = (f"fold {line['fold']} epoch {line['epoch']}  val Sharpe {line['val']['sharpe']:+.2f}  "
+                  f"loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
+                  f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
+                  f"val {line['validation_ms']:.0f} ms")
+        progress.update(task, advance=1, status=status)
+
+    trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev, on_epoch)
+    if progress is not None:
+        with progress:
+            task = progress.add_task("walk-forward", total=trainer.total_epochs, status="starting")
+            result = trainer.run(resume=resume)
+    else:
+        result = trainer.run(resume=resume)
+    return result, choice, dev
+
+
+def print_fold_table(result) -> None:
+    rows = [[r["fold"], r["best_epoch"], f"{r['val_sharpe']:+.2f}", f"{r['test_sharpe']:+.2f}",
+             f"{r['test_return']:+.2%}", f"{r['test_max_drawdown']:.2%}", r["test_trades"],
+             f"{r['buy_and_hold_sharpe']:+.2f}"] for r in result.table()]
+    out.print(_table(f"walk-forward results ({result.run_dir})",
+                     ["fold", "best epoch", "val Sharpe", "test Sharpe", "test return", "test max DD",
+                      "test trades", "buy&hold Sharpe"], rows))
+
+
+@app.command()
+def train(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    folds: Annotated[Optional[int], typer.Option(help="Walk-forward folds.", min=1)] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Epochs per fold.", min=1)] = None,
+    profile: Annotated[Optional[str], typer.Option(help="GPU profile name or TOML path.")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Random seed.")] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Run directory.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last epoch.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Walk-forward train a branching Rainbow DQN; writes a run directory and a per-fold table."""
+    if resume and out_dir is None:
+        from foxhunt.errors import FoxhuntError
+
+        raise FoxhuntError("--resume needs --out RUN_DIR (the run to continue)")
+    result, choice, dev = run_training(ctx, symbol, bars, folds=folds, epochs=epochs, profile=profile,
+                                       device=device, seed=seed, out_dir=out_dir, resume=resume,
+                                       quiet=as_json)
+    if as_json:
+        _emit_json({"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
+                    "folds": [f.__dict__ for f in result.folds]})
+    else:
+        print_fold_table(result)
+
+
+DEMO_OVERRIDES = {
+    "env": {"window": 16, "episode_len": 128},
+    "agent": {"hidden": 128, "atoms": 21},
+    "replay": {"capacity": 50_000, "beta_anneal_steps": 2_000},
+    "train": {"epochs": 6, "collect_steps": 16, "updates_per_epoch": 60, "learning_starts": 1_024,
+              "batch_size": 128, "n_envs": 64},
+    "walkforward": {"folds": 3, "purge": 16},
+}
+
+
+@app.command()
+def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """The whole path on the bundled real ES data: load, features, walk-forward train, results."""
+    from foxhunt.cli.features import build_features
+
+    rows = load_sample_into_store(ctx)
+    if not as_json:
+        out.print(_table("bundled ES data (E-mini S&P 500 trades, 2013-09-01..03)",
+                         ["series", "first (UTC)", "last (UTC)", "rows"],
+                         [[r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
+    pipeline, frame, fm = build_features(ctx, "ES", "1min")
+    groups = {g: len(idx) for g, idx in fm.groups.items()}
+    if not as_json:
+        out.print(_table(f"features on ES 1min: {len(fm.names)} columns, valid from bar {fm.valid_from}",
+                         ["group", "features"], [[g, n] for g, n in groups.items()]))
+    result, _, _ = run_training(ctx, "ES", "1min", out_dir=_settings(ctx).home / "runs" / "demo",
+                                spec_overrides=DEMO_OVERRIDES, quiet=as_json)
+    if as_json:
+        _emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
+                    "run_dir": str(result.run_dir), "folds": result.table()})
+        return
+    print_fold_table(result)
