@@ -49,7 +49,9 @@ def random_bars(
 FIELDS = ("open", "high", "low", "close", "volume", "flow", "ts")
 
 
-def perturb(bars: Bars, rng: np.random.Generator, first: int, fields: set[str], every: bool) -> Bars:
+def perturb(
+    bars: Bars, rng: np.random.Generator, first: int, fields: set[str], every: bool
+) -> Bars:
     """Change bars from row `first` on (all of them, or `first` alone) keeping them valid."""
     cols = {k: (None if v is None else v.copy()) for k, v in bars.columns().items()}
     rows = np.arange(first, len(bars)) if every else np.array([first])

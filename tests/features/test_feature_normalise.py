@@ -40,7 +40,8 @@ def test_apply_scales_clips_and_zeroes():
     norm = Normaliser.fit(raw, NAMES, 10, 400, clip=2.5)
     out = norm.apply(raw)
     assert out.dtype == np.float32 and out.flags.c_contiguous
-    want = np.clip((raw.astype(np.float64) - norm.mean) / np.where(norm.std > 0, norm.std, np.inf), -2.5, 2.5)
+    std = np.where(norm.std > 0, norm.std, np.inf)
+    want = np.clip((raw.astype(np.float64) - norm.mean) / std, -2.5, 2.5)
     want[np.isnan(want)] = 0.0
     assert np.allclose(out, want, atol=1e-6)
     assert not out[:, 3].any() and not out[:7, 0].any()

@@ -185,7 +185,8 @@ def reference(bars: Bars, cfg: FeatureConfig) -> dict[str, np.ndarray]:
     for w in cfg.trend_windows:
         out[f"ema_dist_{w}"] = (c - c.ewm(span=w, adjust=False).mean()) / (unit * math.sqrt(w))
         std = c.rolling(w).std(ddof=0)
-        out[f"zscore_{w}"] = ((c - c.rolling(w).mean()) / std).where(std > 1e-10, 0.0).where(std.notna())
+        z = (c - c.rolling(w).mean()) / std
+        out[f"zscore_{w}"] = z.where(std > 1e-10, 0.0).where(std.notna())
         moves = r1.abs().rolling(w).sum()
         out[f"rsi_{w}"] = ((c - c.shift(w)) / moves).where(moves > 0, 0.0).where(moves.notna())
         top, bottom = h.rolling(w).max(), l.rolling(w).min()
@@ -275,7 +276,7 @@ def test_clock_matches_zoneinfo_row_by_row():
         got = clock.utc_offsets_ns(ts) // 1_000_000_000
         zone = ZoneInfo(tz)
         want = [
-            datetime.fromtimestamp(t // 1_000_000_000, UTC).astimezone(zone).utcoffset().total_seconds()
+            datetime.fromtimestamp(t // 10**9, UTC).astimezone(zone).utcoffset().total_seconds()
             for t in ts.tolist()
         ]
         assert got.tolist() == want, tz

@@ -12,13 +12,23 @@ GROUPS = ("returns", "volatility", "volume", "trend", "time")
 class FeatureConfig(StrictConfig):
     """Which feature groups to build, their look-back windows, and how to normalise them."""
 
-    groups: list[str] = Field(default=list(GROUPS))
-    returns_lags: list[int] = Field(default=[1, 2, 4, 8, 16, 32])
-    vol_windows: list[int] = Field(default=[16, 64])
-    volume_windows: list[int] = Field(default=[16, 64])
-    trend_windows: list[int] = Field(default=[8, 32, 128])
-    norm_window: int = Field(default=1024, ge=2)
-    clip: float = Field(default=5.0, gt=0)
+    groups: list[str] = Field(default=list(GROUPS), description="feature groups to build")
+    returns_lags: list[int] = Field(
+        default=[1, 2, 4, 8, 16, 32], description="bars of each log-return feature"
+    )
+    vol_windows: list[int] = Field(
+        default=[16, 64], description="bars of each volatility window; the longest is the vol unit"
+    )
+    volume_windows: list[int] = Field(
+        default=[16, 64], description="bars of each volume / order-flow window"
+    )
+    trend_windows: list[int] = Field(
+        default=[8, 32, 128], description="bars of each EMA / z-score / RSI / channel window"
+    )
+    norm_window: int = Field(
+        default=1024, ge=2, description="rows of the rolling z-score used without a fit window"
+    )
+    clip: float = Field(default=5.0, gt=0, description="normalised values are clipped to +-clip")
 
     @field_validator("groups")
     @classmethod

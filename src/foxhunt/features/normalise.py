@@ -48,7 +48,9 @@ class Normaliser:
         for field in ("mean", "std"):
             v = np.array(getattr(self, field), dtype=np.float64)
             if v.shape != (len(self.names),):
-                raise DataError(f"normaliser: {field} has shape {v.shape}, expected ({len(self.names)},)")
+                raise DataError(
+                    f"normaliser: {field} has shape {v.shape}, expected ({len(self.names)},)"
+                )
             v.flags.writeable = False
             object.__setattr__(self, field, v)
         object.__setattr__(self, "names", tuple(self.names))
@@ -149,25 +151,31 @@ def rolling_zscore(
     """Row t -> (x_t - mean) / std over rows [t - window + 1, t], for t >= start + window - 1.
 
     `raw_fm` is feature-major [F, T] and finite from row `start`; earlier output rows are 0.
-    Window sums are prefix-sum differences restarted every ROLLING_CHUNK rows around an anchor
-    (see `foxhunt.features.rolling`), worked a few features at a time to stay in cache.
-    Returns float32 [T, F] C-contiguous.
+    Columns marked `fixed` are copied through. Window sums are prefix-sum differences restarted
+    every ROLLING_CHUNK rows around an anchor (see `foxhunt.features.rolling`), worked a few
+    features at a time to stay in cache. Returns float32 [T, F] C-contiguous.
     """
     f, n = raw_fm.shape
     w = window
     out = np.zeros((n, f), dtype=np.float32)
     fixed = np.asarray(fixed, dtype=bool)
-    scaled = np.flatnonzero(~fixed)
+    scaled = [slice(i, min(i + ROLLING_FEATURES, run.stop))
+              for run in _runs(~fixed) for i in range(run.start, run.stop, ROLLING_FEATURES)]
     for k0 in range(0, n, ROLLING_CHUNK):
         r0, r1 = max(k0, start + w - 1), min(k0 + ROLLING_CHUNK, n)
         if r0 >= r1:
             continue
-        for i in range(0, len(scaled), ROLLING_FEATURES):
-            cols = scaled[i : i + ROLLING_FEATURES]
+        for cols in scaled:
             out[r0:r1, cols] = _zscore_block(raw_fm[cols, r0 - w + 1 : r1], w, clip).T
-        for j in np.flatnonzero(fixed):
-            out[r0:r1, j] = raw_fm[j, r0:r1]
+        for cols in _runs(fixed):
+            out[r0:r1, cols] = raw_fm[cols, r0:r1].T
     return out
+
+
+def _runs(mask: np.ndarray) -> list[slice]:
+    """Maximal runs of True in `mask`, as slices."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return [slice(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
 def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:

@@ -156,8 +156,8 @@ def lag_diff(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def safe_div(num: np.ndarray, den: np.ndarray, floor: float = 0.0) -> np.ndarray:
-    """num / den where den > floor, else 0: a flat market gives 0, not inf or NaN."""
+def safe_div(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den where den > 0, else 0: a flat market gives 0, not inf or NaN."""
     out = np.zeros(np.broadcast(num, den).shape)
-    np.divide(num, den, out=out, where=den > floor)
+    np.divide(num, den, out=out, where=den > 0.0)
     return out

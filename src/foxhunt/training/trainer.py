@@ -125,8 +125,7 @@ class WalkForwardTrainer:
         return len(self.folds) * self.spec.train.epochs
 
     def run(self, resume: bool = False) -> RunResult:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "checkpoints").mkdir(exist_ok=True)
+        (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         spec_doc = self.spec.model_dump(mode="json")
         spec_file = self.run_dir / "spec.json"
         if resume and spec_file.exists() and json.loads(spec_file.read_text()) != spec_doc:
@@ -173,6 +172,7 @@ class WalkForwardTrainer:
 
     def train_fold(self, ctx: FoldContext) -> FoldReport:
         t, learner, fold = self.spec.train, ctx.learner, ctx.fold
+        (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         for epoch in range(ctx.start_epoch, t.epochs):
             t0 = time.perf_counter()
             learner.run_collect(t.collect_steps)

@@ -1,0 +1,192 @@
+"""Helpers shared by the benchmark scripts: device choice, timing, summary statistics, JSON output.
+
+Every benchmark prints one JSON document on stdout (progress goes to stderr) whose `meta` block
+says when and where it ran: UTC date, device, torch/CUDA versions and host facts, so a number
+in `docs/benchmarks.md` can always be traced to the machine that produced it.
+
+Timing. On CUDA a step is timed with CUDA events recorded between consecutive steps, so the
+host never waits inside the timed block: it synchronises once before (after the warm-up) and
+once after. Per-step samples are the gaps between consecutive events, i.e. the steady-state wall
+time per step seen by the GPU (GPU busy time, or the host's launch time when the host is the
+bottleneck). On the CPU each step is timed with `time.perf_counter`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_T0 = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """Progress line on stderr, prefixed with seconds since the script started."""
+    print(f"[{time.perf_counter() - _T0:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` picks CUDA when available; asking for CUDA without it is a usage error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+
+def summarize_ms(samples_ms: list[float]) -> dict[str, float]:
+    """Median, 10th and 90th percentile and mean of per-step times in milliseconds."""
+    a = np.asarray(samples_ms, dtype=np.float64)
+    p10, median, p90 = np.percentile(a, [10, 50, 90])
+    return {
+        "median_ms": round(float(median), 4),
+        "p10_ms": round(float(p10), 4),
+        "p90_ms": round(float(p90), 4),
+        "mean_ms": round(float(a.mean()), 4),
+    }
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-step times of one timed block and the block's total wall time."""
+
+    samples_ms: list[float]
+    total_s: float
+    warmup: int
+
+    @property
+    def iters(self) -> int:
+        return len(self.samples_ms)
+
+    @property
+    def per_s(self) -> float:
+        """Steps per second over the whole block (throughput, not 1 / median)."""
+        return self.iters / self.total_s
+
+    def summary(self) -> dict[str, float | int]:
+        return {**summarize_ms(self.samples_ms), "iters": self.iters, "warmup": self.warmup,
+                "total_s": round(self.total_s, 4)}
+
+
+def time_steps(
+    step: Callable[[], object], iters: int, warmup: int, device: torch.device
+) -> Timing:
+    """Run `step` `warmup` times untimed, then `iters` times timed (see the module docstring)."""
+    for _ in range(warmup):
+        step()
+    synchronize(device)
+    if device.type == "cuda":
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        events[0].record()
+        for i in range(iters):
+            step()
+            events[i + 1].record()
+        events[-1].synchronize()
+        samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+        return Timing(samples, events[0].elapsed_time(events[-1]) / 1e3, warmup)
+    samples = []
+    start = time.perf_counter()
+    for _ in range(iters):
+        t = time.perf_counter()
+        step()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return Timing(samples, time.perf_counter() - start, warmup)
+
+
+def time_block(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall seconds of one call of `fn`, synchronising the device before and after."""
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+# -- where and when --------------------------------------------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_average() -> float | None:
+    """1-minute load average: on a shared host, a value above the core count means contention."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def device_info(device: torch.device) -> dict[str, Any]:
+    info: dict[str, Any] = {"type": device.type}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        info.update(
+            name=props.name,
+            count=torch.cuda.device_count(),
+            memory_gib=round(props.total_memory / 2**30, 1),
+            capability=f"{props.major}.{props.minor}",
+            multiprocessors=props.multi_processor_count,
+        )
+    else:
+        info.update(name=_cpu_model(), threads=torch.get_num_threads())
+    return info
+
+
+def meta(device: torch.device) -> dict[str, Any]:
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "device": device_info(device),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "cpu": _cpu_model(),
+            "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "load_avg_1m": _load_average(),
+        },
+        "argv": sys.argv[1:],
+    }
+
+
+def emit(name: str, device: torch.device, results: dict[str, Any], out: str | None) -> None:
+    """Print `{"benchmark": name, "meta": ..., **results}` on stdout and write it to `out`."""
+    doc = {"benchmark": name, "meta": meta(device), **results}
+    text = json.dumps(doc, indent=2)
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+        log(f"wrote {path}")
+    print(text, flush=True)

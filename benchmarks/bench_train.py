@@ -1,0 +1,426 @@
+"""Training-core benchmark: Rainbow updates, env collection with the policy, and an SB3 peer.
+
+Everything foxhunt-side goes through `foxhunt.training.learner.Learner`, so the numbers are those
+of the trainer's own code path (eager on the CPU; `CapturedStep` CUDA graphs on CUDA when
+`train.cuda_graphs` is on):
+
+1. update: one Rainbow update (PER sample from the replay, n-step targets, C51 loss on online
+   and target nets, backward, clip, Adam, priority write-back, Polyak) at batch 512, hidden 512,
+   51 atoms, 3x3 branches, n = 3, over a replay holding ~1M transitions. Eager and, on CUDA,
+   graphed. Target on the H200: median <= 0.25 ms and >= 4000 updates/s (graphed).
+2. collect: `Learner.collect()` for 8192 parallel envs with window 32 (noisy policy forward +
+   env.step + replay.add), eager and graphed; env-steps/s = n_envs * steps / s. Target on the
+   H200: >= 50M env-steps/s (graphed). Env-only stepping with random actions for context.
+3. sb3: Stable-Baselines3 DQN on the same env through `foxhunt.env.gym_wrapper.TradingEnv`
+   (Discrete(27)), MLP [hidden, hidden], same batch, train_freq 1, gradient_steps 1, same
+   device. Reports its env-steps/s during learn() and its gradient updates/s when it only
+   trains; target: foxhunt updates/s >= 15x SB3's.
+
+Targets are reported as `target_met` booleans and never change the exit status. `--quick` uses
+small sizes (CI smoke, CPU); the full-size CPU run times only a few iterations of each step.
+Prints one JSON document on stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import types
+from dataclasses import asdict, dataclass
+
+import torch
+
+from _common import emit, log, resolve_device, time_block, time_steps
+
+
+def _import_data_layer_without_pyarrow() -> bool:
+    """Import `foxhunt.data.series` even where pyarrow is not installed; True if it was absent.
+
+    That module imports pyarrow at the top for `Bars.to_arrow`/`from_arrow` only, which this
+    benchmark never calls. The GPU machine carries torch and numpy only, and a pyarrow wheel
+    (55 MB) is too big to ship there for one unused import, so a placeholder module stands in
+    while `foxhunt.data.series` is imported and is withdrawn right after: for everything else
+    pyarrow stays absent, and any use of it through foxhunt fails with a clear message.
+    """
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        return False
+
+    def missing(name: str) -> object:
+        raise AttributeError(f"pyarrow is not installed: pyarrow.{name} is unavailable here")
+
+    placeholder = types.ModuleType("pyarrow")
+    placeholder.__getattr__ = missing  # type: ignore[method-assign]
+    sys.modules["pyarrow"] = placeholder
+    try:
+        import foxhunt.data.series  # noqa: F401
+    finally:
+        del sys.modules["pyarrow"]
+    return True
+
+
+PYARROW_PLACEHOLDER = _import_data_layer_without_pyarrow()
+
+from foxhunt.agents.dqn import AgentConfig  # noqa: E402
+from foxhunt.data.instruments import InstrumentRegistry  # noqa: E402
+from foxhunt.data.synth import SynthConfig, generate  # noqa: E402
+from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv  # noqa: E402
+from foxhunt.features import FeatureConfig, FeaturePipeline  # noqa: E402
+from foxhunt.replay import ReplayConfig  # noqa: E402
+from foxhunt.training.config import TrainConfig, TrainingSpec  # noqa: E402
+from foxhunt.training.graphs import CapturedStep  # noqa: E402
+from foxhunt.training.learner import Learner  # noqa: E402
+from foxhunt.training.walkforward import Window  # noqa: E402
+
+TARGETS = {
+    "update_median_ms_max": 0.25,
+    "updates_per_s_min": 4000.0,
+    "collect_env_steps_per_s_min": 50e6,
+    "sb3_ratio_min": 15.0,
+}
+TARGET_DEVICE = "NVIDIA H200, CUDA graphs"
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    bars: int
+    n_envs: int
+    replay_capacity: int
+    batch_size: int
+    hidden: int
+    atoms: int
+    window: int
+    episode_len: int
+    n_step: int = 3
+    branches: tuple[int, ...] = (3, 3, 3)
+
+
+SIZES = {
+    "full": Sizes(bars=50_000, n_envs=8192, replay_capacity=1_000_000, batch_size=512, hidden=512,
+                  atoms=51, window=32, episode_len=1024),
+    "quick": Sizes(bars=6_000, n_envs=512, replay_capacity=65_536, batch_size=128, hidden=128,
+                   atoms=51, window=32, episode_len=256),
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many steps each measurement runs (timed iterations after untimed warm-up)."""
+
+    update_iters: int
+    collect_steps: int
+    env_steps: int
+    warmup: int
+    sb3_learning_starts: int
+    sb3_learn_steps: int
+    sb3_train_steps: int
+
+
+PLANS = {
+    ("cuda", "full"): Plan(500, 200, 200, 20, 1_000, 3_000, 1_000),
+    ("cuda", "quick"): Plan(100, 50, 50, 10, 256, 500, 200),
+    ("cpu", "full"): Plan(10, 3, 5, 2, 512, 100, 30),
+    ("cpu", "quick"): Plan(30, 20, 20, 3, 256, 300, 100),
+}
+
+
+# -- setup -----------------------------------------------------------------------------------
+
+
+def training_spec(sizes: Sizes, device: torch.device, cuda_graphs: bool) -> TrainingSpec:
+    return TrainingSpec(
+        env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
+        agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches,
+                          n_step=sizes.n_step),
+        replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
+        train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
+                          cuda_graphs=cuda_graphs, seed=SEED),
+    )
+
+
+@dataclass
+class MarketSetup:
+    market: MarketTensors
+    window: Window  # the bars episodes may start in (observation windows fully warmed up)
+    groups: dict[str, list[int]]
+
+
+def build_market(sizes: Sizes, env_config: EnvConfig, device: torch.device) -> MarketSetup:
+    """Synthetic SYN 1-minute bars -> causal features (fitted on all bars) -> device tensors."""
+    instrument = InstrumentRegistry.load().get("SYN")
+    synth = generate(SynthConfig(n_bars=sizes.bars, seed=SEED, signal_strength=0.3))
+    pipeline = FeaturePipeline(FeatureConfig(), instrument.session)
+    features = pipeline.transform(synth.bars, fit_until=sizes.bars)
+    values = features.values.copy()  # writable, as the trainer passes it
+    market = MarketTensors.from_bars(synth.bars, values, instrument, env_config, device)
+    first = features.valid_from + env_config.window - 1
+    return MarketSetup(market, Window(first, sizes.bars), features.groups)
+
+
+def fill_replay(learner: Learner) -> None:
+    """Fill every slot of the replay with synthetic transitions, then spread the priorities.
+
+    Bars are valid decision bars of the env (so observation windows gather real features), and
+    next_bar = bar + 1; actions, rewards and position states are random, with rare episode ends.
+    The update's cost depends on shapes only, so this times the same work as collected data
+    while taking a fraction of a second instead of ~120 full collect steps.
+    """
+    replay, env, gen = learner.replay, learner.env, learner.generator
+    n, dev = replay.n_envs, learner.device
+    a = learner.spec.agent
+    episode_end_p = 1.0 / learner.spec.env.episode_len
+
+    def uniform(*shape: int) -> torch.Tensor:
+        return torch.rand(shape, device=dev, generator=gen)
+
+    for _ in range(replay.slots):
+        bar = torch.randint(env.first_start, env.last_start + 1, (n,), device=dev, generator=gen)
+        action = torch.randint(0, a.n_actions, (n, a.n_branches), device=dev, generator=gen)
+        reward = torch.randn(n, device=dev, generator=gen)
+        replay.add(bar, uniform(n, env.pos_dim), action, reward, uniform(n) < 1e-3,
+                   uniform(n) < episode_end_p, bar + 1, uniform(n, env.pos_dim))
+    everything = torch.arange(replay.capacity, device=dev)
+    replay.update_priorities(everything, 2.0 * uniform(replay.capacity))
+
+
+def new_learner(
+    sizes: Sizes, setup: MarketSetup, device: torch.device, cuda_graphs: bool
+) -> Learner:
+    spec = training_spec(sizes, device, cuda_graphs)
+    learner = Learner(spec, setup.market, setup.window, setup.groups, device, SEED)
+    fill_replay(learner)
+    learner.online.train()  # what run_updates() sets before its loop
+    return learner
+
+
+# -- measurements ----------------------------------------------------------------------------
+
+
+def measure_learner(learner: Learner, plan: Plan, device: torch.device) -> tuple[dict, dict]:
+    """(update, collect) timings of one learner; updates first, so they sample a full replay."""
+    upd = time_steps(learner.update, plan.update_iters, plan.warmup, device)
+    update = {**upd.summary(), "updates_per_s": round(upd.per_s, 1),
+              "cuda_graph": learner.update.captured}
+    col = time_steps(learner.collect, plan.collect_steps, plan.warmup, device)
+    collect = {**col.summary(), "env_steps_per_s": round(learner.env.n_envs * col.per_s),
+               "cuda_graph": learner.collect.captured}
+    return update, collect
+
+
+def measure_env_only(
+    setup: MarketSetup, env_config: EnvConfig, n_envs: int, plan: Plan, device: torch.device,
+    graphed: bool,
+) -> dict:
+    """`TradingVecEnv.step` (incl. the next observation gather) on uniformly random actions."""
+    gen = torch.Generator(device=device).manual_seed(SEED) if device.type == "cpu" else None
+    env = TradingVecEnv(setup.market, env_config, n_envs=n_envs, device=device, generator=gen,
+                        start_range=(setup.window.start, setup.window.stop))
+    action = torch.zeros(n_envs, 3, dtype=torch.long, device=device)
+
+    def step() -> None:
+        torch.randint(0, 3, (n_envs, 3), generator=gen, device=device, out=action)
+        env.step(action)
+
+    captured = CapturedStep(step, graphed)
+    t = time_steps(captured, plan.env_steps, plan.warmup, device)
+    return {**t.summary(), "env_steps_per_s": round(n_envs * t.per_s),
+            "cuda_graph": captured.captured}
+
+
+def measure_sb3(
+    setup: MarketSetup, env_config: EnvConfig, sizes: Sizes, plan: Plan, device: torch.device
+) -> dict:
+    """SB3 DQN on our Gymnasium wrapper: env-steps/s in learn(), gradient updates/s in train()."""
+    try:
+        import stable_baselines3
+        from stable_baselines3 import DQN
+    except ImportError:
+        return {"skipped": "stable-baselines3 not installed"}
+    from foxhunt.env.gym_wrapper import TradingEnv
+
+    env = TradingEnv(setup.market, env_config, start_range=(setup.window.start, setup.window.stop))
+    starts, learn_steps, train_steps = (
+        plan.sb3_learning_starts, plan.sb3_learn_steps, plan.sb3_train_steps)
+    model = DQN(
+        "MlpPolicy", env, learning_rate=1e-4, buffer_size=starts + learn_steps,
+        learning_starts=starts, batch_size=sizes.batch_size, train_freq=1, gradient_steps=1,
+        exploration_initial_eps=0.05, exploration_final_eps=0.05,
+        policy_kwargs={"net_arch": [sizes.hidden, sizes.hidden]},
+        device=device.type, seed=SEED, verbose=0,
+    )
+    log(f"sb3: {starts} random-action steps to fill its buffer")
+    fill_s = time_block(lambda: model.learn(total_timesteps=starts), device)
+    model.train(gradient_steps=plan.warmup, batch_size=sizes.batch_size)  # warm-up, untimed
+    log(f"sb3: learn() for {learn_steps} steps, one gradient step each")
+    updates_before = model._n_updates
+    learn_s = time_block(
+        lambda: model.learn(total_timesteps=learn_steps, reset_num_timesteps=False), device)
+    learn_updates = model._n_updates - updates_before
+    log(f"sb3: train() alone for {train_steps} gradient steps")
+    train_s = time_block(
+        lambda: model.train(gradient_steps=train_steps, batch_size=sizes.batch_size), device)
+    return {
+        "version": stable_baselines3.__version__,
+        "setup": {"algorithm": "DQN", "policy": "MlpPolicy",
+                  "net_arch": [sizes.hidden, sizes.hidden], "batch_size": sizes.batch_size,
+                  "train_freq": 1, "gradient_steps": 1, "learning_starts": starts,
+                  "buffer_size": starts + learn_steps, "epsilon": 0.05,
+                  "env": "foxhunt.env.gym_wrapper.TradingEnv, Discrete(27), one env on the CPU",
+                  "device": device.type},
+        "random_actions": {"env_steps": starts, "seconds": round(fill_s, 3),
+                           "env_steps_per_s": round(starts / fill_s, 1)},
+        "learn": {"env_steps": learn_steps, "updates": learn_updates, "seconds": round(learn_s, 3),
+                  "env_steps_per_s": round(learn_steps / learn_s, 1),
+                  "updates_per_s": round(learn_updates / learn_s, 1)},
+        "train_only": {"updates": train_steps, "seconds": round(train_s, 3),
+                       "updates_per_s": round(train_steps / train_s, 1)},
+    }
+
+
+# -- driver ----------------------------------------------------------------------------------
+
+
+def target_check(update: dict, collect: dict, device: torch.device) -> tuple[dict, dict]:
+    mode = "graphed" if device.type == "cuda" else "eager"
+    u, c = update[mode], collect["policy"][mode]
+    update.update(
+        headline=mode, median_ms=u["median_ms"], updates_per_s=u["updates_per_s"],
+        target={"median_ms_max": TARGETS["update_median_ms_max"],
+                "updates_per_s_min": TARGETS["updates_per_s_min"], "on": TARGET_DEVICE},
+        target_met=bool(u["median_ms"] <= TARGETS["update_median_ms_max"]
+                        and u["updates_per_s"] >= TARGETS["updates_per_s_min"]),
+    )
+    collect.update(
+        headline=mode, env_steps_per_s=c["env_steps_per_s"],
+        target={"env_steps_per_s_min": TARGETS["collect_env_steps_per_s_min"],
+                "on": TARGET_DEVICE},
+        target_met=bool(c["env_steps_per_s"] >= TARGETS["collect_env_steps_per_s_min"]),
+    )
+    return update, collect
+
+
+def sb3_ratio(sb3: dict, foxhunt_updates_per_s: float) -> dict:
+    if "skipped" in sb3:
+        return sb3
+    ratio = foxhunt_updates_per_s / sb3["train_only"]["updates_per_s"]
+    sb3.update(
+        foxhunt_updates_per_s=foxhunt_updates_per_s,
+        ratio=round(ratio, 2),
+        ratio_basis="foxhunt update.updates_per_s / sb3 train_only.updates_per_s "
+                    "(both exclude env stepping)",
+        ratio_vs_learn=round(foxhunt_updates_per_s / sb3["learn"]["updates_per_s"], 2),
+        target={"ratio_min": TARGETS["sb3_ratio_min"], "on": TARGET_DEVICE},
+        target_met=bool(ratio >= TARGETS["sb3_ratio_min"]),
+    )
+    return sb3
+
+
+def run(args: argparse.Namespace) -> dict:
+    device = resolve_device(args.device)
+    mode = "quick" if args.quick else "full"
+    sizes, plan = SIZES[mode], PLANS[(device.type, mode)]
+    if args.update_iters:
+        plan = Plan(**{**asdict(plan), "update_iters": args.update_iters})
+    if args.collect_steps:
+        plan = Plan(**{**asdict(plan), "collect_steps": args.collect_steps,
+                       "env_steps": args.collect_steps})
+    cuda = device.type == "cuda"
+    torch.manual_seed(SEED)
+    env_config = training_spec(sizes, device, cuda).env
+
+    log(f"{mode} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
+    setup = build_market(sizes, env_config, device)
+
+    update: dict = {}
+    collect: dict = {"policy": {}, "env_only": {}}
+    replay_info: dict = {}
+    obs_dim = 0
+    for graphed in ([False, True] if cuda else [False]):
+        name = "graphed" if graphed else "eager"
+        log(f"{name}: Learner with {sizes.n_envs} envs, replay of {sizes.replay_capacity:,}")
+        learner = new_learner(sizes, setup, device, graphed)
+        obs_dim = learner.env.obs_dim
+        replay_info = {"capacity": learner.replay.capacity, "slots": learner.replay.slots,
+                       "nbytes": learner.replay.nbytes()}
+        log(f"{name}: {plan.update_iters} updates, then {plan.collect_steps} collect steps")
+        update[name], collect["policy"][name] = measure_learner(learner, plan, device)
+        log(f"{name}: update median {update[name]['median_ms']} ms, "
+            f"collect {collect['policy'][name]['env_steps_per_s']:,} env-steps/s")
+        del learner
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    if not cuda:
+        update["graphed"] = {"skipped": "CUDA graphs need a CUDA device"}
+        collect["policy"]["graphed"] = {"skipped": "CUDA graphs need a CUDA device"}
+
+    for graphed in ([False, True] if cuda else [False]):
+        name = "graphed" if graphed else "eager"
+        log(f"env only ({name}): {plan.env_steps} steps of {sizes.n_envs} envs, random actions")
+        collect["env_only"][name] = measure_env_only(setup, env_config, sizes.n_envs, plan,
+                                                     device, graphed)
+    if not cuda:
+        collect["env_only"]["graphed"] = {"skipped": "CUDA graphs need a CUDA device"}
+    update, collect = target_check(update, collect, device)
+
+    if args.skip_sb3:
+        sb3 = {"skipped": "--skip-sb3"}
+    else:
+        sb3 = sb3_ratio(measure_sb3(setup, env_config, sizes, plan, device),
+                        update["updates_per_s"])
+
+    notes = [
+        "Per-step times are gaps between CUDA events recorded after each step (CPU: "
+        "perf_counter per step); updates_per_s and env_steps_per_s are throughput over the "
+        "whole timed block.",
+        "The replay is filled with synthetic transitions (valid bar indices, random actions, "
+        "rewards and priorities) via PrioritizedReplay.add; the update's cost depends on shapes "
+        "only.",
+        f"Targets are for the {TARGET_DEVICE}; target_met is reported on every device.",
+        "foxhunt's update does more work than SB3's: C51 (51 atoms) dueling branching heads, "
+        "noisy layers, double-DQN online+target forwards on the next state, an auxiliary head, "
+        "PER sampling and priority write-back, and a Polyak update every step.",
+    ]
+    if not cuda:
+        notes.append(f"CPU run: only {plan.update_iters} updates, {plan.collect_steps} collect "
+                     f"steps and {plan.env_steps} env-only steps are timed.")
+    if PYARROW_PLACEHOLDER:
+        notes.append("pyarrow is not installed: a placeholder stood in while foxhunt.data.series "
+                     "was imported (it is used there only for Arrow I/O, which this run skips).")
+    return {
+        "mode": mode,
+        "config": {**asdict(sizes), "n_features": setup.market.n_features, "obs_dim": obs_dim,
+                   "replay": replay_info, "start_window": [setup.window.start, setup.window.stop],
+                   "plan": asdict(plan)},
+        "update": update,
+        "collect": collect,
+        "sb3": sb3,
+        "notes": notes,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke test, CPU)")
+    parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
+    parser.add_argument("--skip-sb3", action="store_true", help="skip the SB3 peer")
+    parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
+    parser.add_argument("--collect-steps", type=int, metavar="N",
+                        help="timed collect and env-only steps per mode")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="torch CPU threads (default: torch's choice)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    emit("train", device, run(args), args.out)
+
+
+if __name__ == "__main__":
+    main()

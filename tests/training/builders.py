@@ -1,0 +1,49 @@
+"""Small synthetic markets and CPU-sized training specs shared by the training tests."""
+
+from __future__ import annotations
+
+from foxhunt.agents.dqn.config import AgentConfig
+from foxhunt.data.instruments import InstrumentRegistry
+from foxhunt.data.synth import SynthConfig, SynthMarket, generate
+from foxhunt.env.config import EnvConfig
+from foxhunt.features.config import FeatureConfig
+from foxhunt.features.pipeline import FeaturePipeline
+from foxhunt.replay.config import ReplayConfig
+from foxhunt.training.config import TrainConfig, TrainingSpec
+from foxhunt.training.walkforward import WalkForwardConfig
+
+
+def synth(n_bars: int, signal: float, seed: int = 7) -> SynthMarket:
+    return generate(SynthConfig(n_bars=n_bars, seed=seed, signal_strength=signal))
+
+
+def instrument():
+    return InstrumentRegistry.load().get("SYN")
+
+
+def pipeline() -> FeaturePipeline:
+    return FeaturePipeline(FeatureConfig(), instrument().session)
+
+
+def tiny_spec(epochs: int = 2, folds: int = 2, **train) -> TrainingSpec:
+    """Seconds on CPU: for plumbing, determinism and fold-isolation tests."""
+    return TrainingSpec(
+        env=EnvConfig(window=4, episode_len=32, slippage_ticks=0),
+        agent=AgentConfig(hidden=32, atoms=11, lr=1e-3),
+        replay=ReplayConfig(capacity=4096, beta_anneal_steps=200),
+        train=TrainConfig(epochs=epochs, collect_steps=8, updates_per_epoch=10, learning_starts=128,
+                          batch_size=32, n_envs=16, eval_windows=8, **train),
+        walkforward=WalkForwardConfig(folds=folds, purge=8),
+    )
+
+
+def learning_spec() -> TrainingSpec:
+    """Tens of seconds on CPU: enough updates to learn the planted signal of `synth`."""
+    return TrainingSpec(
+        env=EnvConfig(window=4, episode_len=64, slippage_ticks=0),
+        agent=AgentConfig(hidden=64, atoms=11, lr=1e-3),
+        replay=ReplayConfig(capacity=40_000, beta_anneal_steps=1_000),
+        train=TrainConfig(epochs=8, collect_steps=16, updates_per_epoch=60, learning_starts=512,
+                          batch_size=128, n_envs=32, eval_windows=16),
+        walkforward=WalkForwardConfig(folds=1, purge=8),
+    )

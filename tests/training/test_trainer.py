@@ -1,0 +1,92 @@
+"""The walk-forward trainer: run directory, per-fold table, determinism, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from foxhunt.errors import ConfigError
+from foxhunt.training.trainer import WalkForwardTrainer
+
+from .builders import instrument, pipeline, synth, tiny_spec
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def market():
+    return synth(3_000, 0.3, seed=11)
+
+
+def make(market, run_dir, spec=None, **kw):
+    return WalkForwardTrainer(spec or tiny_spec(), market.bars, pipeline(), instrument(), run_dir, CPU, **kw)
+
+
+def read_lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_run_directory_and_fold_table(market, tmp_path):
+    seen = []
+    result = make(market, tmp_path, on_epoch=seen.append).run()
+    assert {p.name for p in tmp_path.iterdir()} >= {"spec.json", "run.jsonl", "timings.jsonl",
+                                                      "folds.json", "checkpoints"}
+    assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {
+        "fold0.pt", "fold0_last.pt", "fold1.pt", "fold1_last.pt"}
+    lines = read_lines(tmp_path / "run.jsonl")
+    assert [(x["fold"], x["epoch"]) for x in lines] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for key in ("loss", "mean_q", "td_p99", "grad_norm", "action_mix", "flat", "val"):
+        assert key in lines[-1]
+    assert len(lines[-1]["action_mix"]) == 3 and abs(sum(lines[-1]["action_mix"][0]) - 1) < 1e-9
+    timings = read_lines(tmp_path / "timings.jsonl")
+    assert all(t["experience_ms"] > 0 and t["training_ms"] >= 0 and t["validation_ms"] > 0 for t in timings)
+    assert len(seen) == 4
+    table = result.table()
+    assert [r["fold"] for r in table] == [0, 1]
+    for row in table:
+        assert set(row) >= {"val_sharpe", "test_sharpe", "test_return", "test_max_drawdown", "test_trades"}
+    assert json.loads((tmp_path / "folds.json").read_text())[1]["fold"] == 1
+
+
+def test_test_windows_follow_validation_windows(market, tmp_path):
+    folds = make(market, tmp_path).folds
+    for f in folds:
+        assert f.train.stop <= f.val.start and f.val.stop <= f.test.start
+        assert f.train.start >= pipeline().warmup + tiny_spec().env.window - 1
+
+
+def test_same_seed_gives_identical_run_log_on_cpu(market, tmp_path):
+    make(market, tmp_path / "a").run()
+    make(market, tmp_path / "b").run()
+    assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
+    make(market, tmp_path / "c", tiny_spec(seed=1)).run()
+    assert (tmp_path / "a" / "run.jsonl").read_text() != (tmp_path / "c" / "run.jsonl").read_text()
+
+
+def test_resume_continues_after_an_interruption(market, tmp_path):
+    spec = tiny_spec(epochs=3)
+
+    def crash_after_fold1_epoch0(line):
+        if line["fold"] == 1 and line["epoch"] == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        make(market, tmp_path, spec, on_epoch=crash_after_fold1_epoch0).run()
+    result = make(market, tmp_path, spec).run(resume=True)
+    lines = read_lines(tmp_path / "run.jsonl")
+    assert [(x["fold"], x["epoch"]) for x in lines] == [(f, e) for f in (0, 1) for e in range(3)]
+    assert [r["fold"] for r in result.table()] == [0, 1]
+
+
+def test_resume_refuses_other_settings(market, tmp_path):
+    make(market, tmp_path).run()
+    with pytest.raises(ConfigError, match="other settings"):
+        make(market, tmp_path, tiny_spec(epochs=3)).run(resume=True)
+
+
+def test_too_little_data_for_the_folds_is_a_clear_error(tmp_path):
+    small = synth(400, 0.0)
+    with pytest.raises(ConfigError, match="too few"):
+        make(small, tmp_path, tiny_spec(folds=4)).folds
