@@ -353,7 +353,6 @@ class FeaturePipeline:
             values = rolling_zscore(self._raw_fm(bars), self.config.norm_window, self.warmup,
                                     self.config.clip, self._fixed)
         values[:valid_from] = 0.0
-        values.flags.writeable = False
         names = tuple(self.names)
         return FeatureMatrix(values, names, self.groups, bars.ts, valid_from, normaliser)
 
