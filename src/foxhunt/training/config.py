@@ -32,6 +32,11 @@ class TrainConfig(StrictConfig):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     cuda_graphs: bool = Field(default=True, description="capture collect and update on CUDA")
+    compile: bool = Field(
+        default=False,
+        description="torch.compile the loss (forward and backward) and the optimiser step on CUDA: "
+        "fewer, fused kernels inside the captured graph, at the price of a compile at start-up",
+    )
     capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
     eval_windows: int = Field(
         default=8, ge=1, description="chunks a validation/test window is split into for evaluation"

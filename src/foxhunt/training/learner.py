@@ -77,6 +77,10 @@ class Learner:
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
         self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
+        self._optimizer_step = self.optimizer.step
+        if t.compile and device.type == "cuda":
+            self._loss_fn = torch.compile(self._loss_fn, dynamic=False)
+            self._optimizer_step = torch.compile(self.optimizer.step, dynamic=False)
         n_mix = a.n_branches * a.n_actions
         self.collect_acc = torch.zeros(len(COLLECT_METRICS) + n_mix, device=device, dtype=torch.float64)
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
@@ -128,7 +132,7 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), a.grad_clip, foreach=True)
-        self.optimizer.step()
+        self._optimizer_step()
         self.replay.update_priorities(b.index, out.td_abs)
         polyak_update(self.target, self.online, a.tau)
         m = out.metrics
