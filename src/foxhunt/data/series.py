@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pyarrow as pa
 
 from foxhunt.errors import DataError
+
+if TYPE_CHECKING:  # pyarrow is only needed to convert; the GPU machine's env code runs without it
+    import pyarrow as pa
 
 NS = {"s": 1_000_000_000, "min": 60_000_000_000, "h": 3_600_000_000_000, "d": 86_400_000_000_000}
 _TIME_SPEC = re.compile(r"^(\d+)(s|min|h|d)$")
@@ -112,6 +114,8 @@ class Bars:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_arrow(self) -> pa.Table:
+        import pyarrow as pa
+
         return pa.table({k: v for k, v in self.columns().items() if v is not None})
 
     @classmethod
@@ -145,6 +149,8 @@ class Ticks:
         return len(self.ts)
 
     def to_arrow(self) -> pa.Table:
+        import pyarrow as pa
+
         cols = {"ts": self.ts, "price": self.price, "size": self.size}
         if self.side is not None:
             cols["side"] = self.side
