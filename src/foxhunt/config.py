@@ -16,12 +16,8 @@ import pydantic
 
 from foxhunt.configbase import StrictConfig, describe_validation_error, read_toml
 from foxhunt.errors import ConfigError
-from foxhunt.agents.dqn.config import AgentConfig
-from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
-from foxhunt.replay.config import ReplayConfig
-from foxhunt.training.config import TrainConfig, TrainingSpec
-from foxhunt.training.walkforward import WalkForwardConfig
+from foxhunt.training.config import TrainingSpec
 
 HOME_ENV = "FOXHUNT_HOME"
 
@@ -30,20 +26,14 @@ class DataConfig(StrictConfig):
     store: str = "store.duckdb"
 
 
-class Settings(StrictConfig):
+class Settings(TrainingSpec):
+    """Every section: the training ones (shared with `TrainingSpec`) plus data and features."""
+
     data: DataConfig = DataConfig()
     features: FeatureConfig = FeatureConfig()
-    env: EnvConfig = EnvConfig()
-    agent: AgentConfig = AgentConfig()
-    replay: ReplayConfig = ReplayConfig()
-    train: TrainConfig = TrainConfig()
-    walkforward: WalkForwardConfig = WalkForwardConfig()
 
     def training_spec(self) -> TrainingSpec:
-        return TrainingSpec(
-            env=self.env, agent=self.agent, replay=self.replay, train=self.train,
-            walkforward=self.walkforward,
-        )
+        return TrainingSpec(**{name: getattr(self, name) for name in TrainingSpec.model_fields})
 
 
 def foxhunt_home() -> Path:

@@ -45,8 +45,6 @@ class AgentConfig(StrictConfig):
     )
     kappa: float = Field(default=1.0, gt=0, description="quantile Huber threshold")
     aux_weight: float = Field(default=0.1, ge=0, description="weight of the direction-head loss")
-    gamma: float = Field(default=0.99, gt=0, le=1)
-    n_step: int = Field(default=3, ge=1)
     tau: float = Field(default=0.005, gt=0, le=1, description="Polyak rate of the target network")
     lr: float = Field(default=1e-4, gt=0)
     adam_eps: float = Field(default=1.5e-4, gt=0)
