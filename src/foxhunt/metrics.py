@@ -1,27 +1,36 @@
 """Performance metrics on per-bar PnL, shared by training (validation Sharpe) and evaluation.
 
-Conventions: `pnl` is money per bar (after costs); returns are `pnl / capital` (a futures account
-earns on margin, so a fixed notional capital is the honest denominator). Sharpe is annualised
-by `sqrt(periods_per_year)` with a zero risk-free rate; std uses ddof=1.
+Conventions (docs/metrics.md): `pnl` is money per bar (after costs); returns are `pnl / capital`
+(a futures account earns on margin, so a fixed notional capital is the honest denominator).
+Where empyrical has a metric it is defined exactly as there (empyrical-reloaded, `stats.py`):
+Sharpe and volatility use ddof=1 and `sqrt(periods_per_year)` with a zero risk-free rate,
+Sortino's downside deviation runs over all bars with returns clipped at 0, drawdowns and the
+annual return (CAGR) compound the returns. Drawdowns here are positive fractions.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from foxhunt.data.instruments import Session
+    from foxhunt.data.series import BarSpec
+
 NS_PER_YEAR = 365.25 * 24 * 3600 * 1e9
+NS_PER_DAY = 24 * 3600 * 1e9
+NS_PER_MINUTE = 60e9
+TRADING_DAYS_PER_YEAR = 252
+EULER_GAMMA = 0.5772156649015329
 
 
 def sharpe(returns: np.ndarray, periods_per_year: float = 1.0) -> float:
-    r = np.asarray(returns, dtype=np.float64)
-    if r.size < 2:
-        return 0.0
-    sd = r.std(ddof=1)
-    if not sd > 0:
-        return 0.0
-    return float(r.mean() / sd * math.sqrt(periods_per_year))
+    """Annualised Sharpe ratio (ddof=1, zero risk-free rate); 0.0 where undefined, for ranking."""
+    s = _sharpe(_as_1d(returns), periods_per_year)
+    return 0.0 if s is None else s
 
 
 def max_drawdown(equity: np.ndarray) -> float:
@@ -29,10 +38,7 @@ def max_drawdown(equity: np.ndarray) -> float:
     e = np.asarray(equity, dtype=np.float64)
     if e.size == 0:
         return 0.0
-    peak = np.maximum.accumulate(e)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dd = np.where(peak > 0, (peak - e) / peak, 0.0)
-    return float(dd.max())
+    return float(_drawdowns(e).max())
 
 
 def periods_per_year_from_ts(ts: np.ndarray) -> float:
@@ -41,3 +47,312 @@ def periods_per_year_from_ts(ts: np.ndarray) -> float:
     if t.size < 2 or t[-1] <= t[0]:
         return 1.0
     return float((t.size - 1) / ((t[-1] - t[0]) / NS_PER_YEAR))
+
+
+def session_minutes(session: Session | None) -> int:
+    """Length of a daily session in minutes; `None` or open == close is a 24-hour session."""
+    if session is None:
+        return 1440
+    return (session.minutes("close") - session.minutes("open")) % 1440 or 1440
+
+
+def periods_per_year(spec: BarSpec, session: Session | None = None,
+                     ts: np.ndarray | None = None) -> float:
+    """Bars per year: time bars count bars per session x 252 trading days (at least one bar a
+    day); tick, volume and dollar bars have no fixed duration and use the observed rate in `ts`."""
+    if spec.kind == "time":
+        per_session = session_minutes(session) * NS_PER_MINUTE / spec.ns
+        return max(per_session, 1.0) * TRADING_DAYS_PER_YEAR
+    if ts is None:
+        raise ValueError(f"{spec} bars have no fixed duration: pass their timestamps")
+    return periods_per_year_from_ts(ts)
+
+
+def total_return(returns: np.ndarray) -> float:
+    """Compounded return of the series, prod(1 + r) - 1 (empyrical `cum_returns_final`)."""
+    r = _as_1d(returns)
+    return float(np.prod(r + 1.0) - 1.0) if r.size else 0.0
+
+
+def cagr(returns: np.ndarray, periods_per_year: float) -> float | None:
+    """Compound annual growth rate (empyrical `annual_return`); None when empty or the account is
+    wiped out below zero."""
+    r = _as_1d(returns)
+    if r.size == 0:
+        return None
+    ending = np.prod(r + 1.0)
+    if ending < 0:
+        return None
+    with np.errstate(over="ignore"):
+        return _finite(ending ** (1.0 / (r.size / periods_per_year)) - 1.0)
+
+
+def annual_volatility(returns: np.ndarray, periods_per_year: float) -> float | None:
+    """Standard deviation (ddof=1) times sqrt(periods_per_year); None below two bars."""
+    r = _as_1d(returns)
+    if r.size < 2:
+        return None
+    return float(r.std(ddof=1) * periods_per_year ** 0.5)
+
+
+def sortino(returns: np.ndarray, periods_per_year: float) -> float | None:
+    """Annualised mean over annualised downside deviation, the root mean square of min(r, 0) over
+    all bars (empyrical `sortino_ratio`); None below two bars or without a losing bar."""
+    r = _as_1d(returns)
+    if r.size < 2:
+        return None
+    downside = math.sqrt(float(np.mean(np.minimum(r, 0.0) ** 2))) * math.sqrt(periods_per_year)
+    if downside == 0.0:
+        return None
+    return _finite(r.mean() * periods_per_year / downside)
+
+
+def compounded_equity(returns: np.ndarray) -> np.ndarray:
+    """Growth of 1 under the returns, the starting 1 first (length n + 1)."""
+    return np.concatenate(([1.0], np.cumprod(_as_1d(returns) + 1.0)))
+
+
+@dataclass(frozen=True)
+class Drawdown:
+    """Deepest and longest drawdown episodes of an equity curve, as indices into it. An episode
+    runs from its peak to the first point back at the peak, or to the last point if never."""
+
+    depth: float
+    peak: int
+    trough: int
+    end: int
+    recovered: bool
+    longest_peak: int
+    longest_end: int
+
+    @property
+    def bars(self) -> int:
+        return self.end - self.peak
+
+    @property
+    def longest_bars(self) -> int:
+        return self.longest_end - self.longest_peak
+
+
+def drawdown(equity: np.ndarray) -> Drawdown:
+    """Deepest drawdown (positive fraction of its peak) with its duration, and the longest
+    time under water, of an equity curve whose first point is the starting value."""
+    e = np.asarray(equity, dtype=np.float64)
+    under = e < np.maximum.accumulate(e) if e.size else e.astype(bool)
+    if not under.any():
+        return Drawdown(0.0, 0, 0, 0, True, 0, 0)
+    idx = np.arange(e.size)
+    peak_at = np.maximum.accumulate(np.where(under, 0, idx))
+    back_at = np.minimum.accumulate(np.where(under, e.size - 1, idx)[::-1])[::-1]
+    dd = _drawdowns(e)
+    trough = int(dd.argmax())
+    length = np.where(under, back_at - peak_at, -1)
+    k = int(length.argmax())
+    end = int(back_at[trough])
+    return Drawdown(float(dd[trough]), int(peak_at[trough]), trough, end, bool(not under[end]),
+                    int(peak_at[k]), int(back_at[k]))
+
+
+def calmar(returns: np.ndarray, periods_per_year: float) -> float | None:
+    """CAGR over the maximum compounded drawdown (empyrical `calmar_ratio`); None without one."""
+    dd = max_drawdown(compounded_equity(returns))
+    growth = cagr(returns, periods_per_year)
+    if dd == 0.0 or growth is None:
+        return None
+    return _finite(growth / dd)
+
+
+def turnover(positions: np.ndarray, periods_per_year: float) -> float | None:
+    """Position units traded per year: mean |change of position| per bar (flat before the first
+    bar) times periods_per_year; None when empty."""
+    p = _as_1d(positions)
+    if p.size == 0:
+        return None
+    return float(np.abs(np.diff(p, prepend=0.0)).mean() * periods_per_year)
+
+
+def exposure(positions: np.ndarray) -> float | None:
+    """Fraction of bars with a non-zero position; None when empty."""
+    p = _as_1d(positions)
+    return float(np.count_nonzero(p) / p.size) if p.size else None
+
+
+@dataclass(frozen=True)
+class TradeStats:
+    trades: int
+    win_rate: float | None
+    profit_factor: float | None
+    avg_trade: float | None
+
+
+def trade_stats(trade_pnls: np.ndarray) -> TradeStats:
+    """Closed-trade statistics: share of trades with positive PnL, gross profit over gross loss
+    (None without a losing trade), mean PnL per trade (money, after costs)."""
+    t = _as_1d(trade_pnls)
+    if t.size == 0:
+        return TradeStats(0, None, None, None)
+    loss = -float(t[t < 0].sum())
+    gain = float(t[t > 0].sum())
+    return TradeStats(int(t.size), float(np.count_nonzero(t > 0) / t.size),
+                      gain / loss if loss > 0 else None, float(t.mean()))
+
+
+def norm_cdf(x: float) -> float:
+    """Standard normal distribution function."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
+_A = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02,
+      1.383577518672690e02, -3.066479806614716e01, 2.506628277459239e00)
+_B = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02,
+      6.680131188771972e01, -1.328068155288572e01)
+_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00,
+      -2.549732539343734e00, 4.374664141464968e00, 2.938163982698783e00)
+_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+
+
+def norm_ppf(p: float) -> float:
+    """Inverse standard normal distribution function: Acklam's rational approximation with one
+    Halley step on `norm_cdf` (about 1e-15 relative)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"norm_ppf needs 0 < p < 1, got {p}")
+    if p > 0.5:
+        return -norm_ppf(1.0 - p)
+    if p < 0.02425:
+        q = math.sqrt(-2.0 * math.log(p))
+        x = (((((_C[0] * q + _C[1]) * q + _C[2]) * q + _C[3]) * q + _C[4]) * q + _C[5]) / \
+            ((((_D[0] * q + _D[1]) * q + _D[2]) * q + _D[3]) * q + 1.0)
+    else:
+        q = p - 0.5
+        s = q * q
+        x = (((((_A[0] * s + _A[1]) * s + _A[2]) * s + _A[3]) * s + _A[4]) * s + _A[5]) * q / \
+            (((((_B[0] * s + _B[1]) * s + _B[2]) * s + _B[3]) * s + _B[4]) * s + 1.0)
+    u = (norm_cdf(x) - p) * math.sqrt(2.0 * math.pi) * math.exp(0.5 * x * x)
+    return x - u / (1.0 + 0.5 * x * u)
+
+
+def psr(sr: float, n: int, skew: float = 0.0, kurtosis: float = 3.0,
+        benchmark: float = 0.0) -> float | None:
+    """Probabilistic Sharpe ratio, P(true SR > benchmark), from a per-bar (not annualised) Sharpe
+    over `n` bars with the returns' skewness and (non-excess) kurtosis (Bailey & Lopez de Prado
+    2012, "The Sharpe ratio efficient frontier"); None below two bars."""
+    if n < 2:
+        return None
+    var = 1.0 - skew * sr + (kurtosis - 1.0) / 4.0 * sr * sr
+    if not var > 0:
+        return None
+    return norm_cdf((sr - benchmark) * math.sqrt(n - 1) / math.sqrt(var))
+
+
+def probabilistic_sharpe(returns: np.ndarray, benchmark: float = 0.0) -> float | None:
+    """`psr` of a return series: per-bar Sharpe with ddof=1, sample (biased) skewness and
+    kurtosis; `benchmark` is a per-bar Sharpe. None below two bars or for constant returns."""
+    r = _as_1d(returns)
+    if r.size < 2 or r.max() == r.min():
+        return None
+    d = r - r.mean()
+    m2 = float(np.mean(d * d))
+    skew = float(np.mean(d ** 3)) / m2 ** 1.5
+    kurt = float(np.mean(d ** 4)) / (m2 * m2)
+    return psr(float(r.mean() / r.std(ddof=1)), r.size, skew, kurt, benchmark)
+
+
+def expected_max_sharpe(n_trials: int, variance: float) -> float:
+    """Expected maximum of `n_trials` zero-skill Sharpe ratios whose estimates have `variance`
+    (Bailey & Lopez de Prado 2014, "The deflated Sharpe ratio", Euler-Mascheroni form)."""
+    if n_trials < 1:
+        raise ValueError(f"need at least one trial, got {n_trials}")
+    if n_trials == 1 or variance <= 0:
+        return 0.0
+    z = (1.0 - EULER_GAMMA) * norm_ppf(1.0 - 1.0 / n_trials) + \
+        EULER_GAMMA * norm_ppf(1.0 - 1.0 / (n_trials * math.e))
+    return math.sqrt(variance) * z
+
+
+def deflated_sharpe(returns: np.ndarray, trial_sharpes: np.ndarray) -> float | None:
+    """Deflated Sharpe ratio of the series picked as best of the candidates whose per-bar Sharpe
+    ratios are `trial_sharpes` (all N, the picked one included): its PSR against the expected
+    maximum Sharpe of N zero-skill trials with the trials' variance (ddof=1)."""
+    t = _as_1d(trial_sharpes)
+    if t.size == 0:
+        raise ValueError("deflated_sharpe needs the Sharpe ratios of the trials")
+    variance = float(t.var(ddof=1)) if t.size > 1 else 0.0
+    return probabilistic_sharpe(returns, expected_max_sharpe(t.size, variance))
+
+
+def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
+            positions: np.ndarray | None = None, trade_pnls: np.ndarray | None = None,
+            ts: np.ndarray | None = None,
+            trial_sharpes: np.ndarray | None = None) -> dict[str, float | int | None]:
+    """Every metric of a per-bar PnL series in one JSON-safe dict: None where a metric is
+    undefined or its input was not given, never NaN or infinity."""
+    money = _as_1d(pnl)
+    if not np.isfinite(money).all():
+        raise ValueError("pnl has non-finite values")
+    if not (math.isfinite(capital) and capital > 0):
+        raise ValueError(f"capital must be a positive number, got {capital}")
+    if not (math.isfinite(periods_per_year) and periods_per_year > 0):
+        raise ValueError(f"periods_per_year must be a positive number, got {periods_per_year}")
+    for name, a in (("positions", positions), ("ts", ts)):
+        if a is not None and np.asarray(a).shape != money.shape:
+            raise ValueError(f"{name} must have one value per pnl bar ({money.size})")
+    r = money / capital
+    ppy = periods_per_year
+    dd = drawdown(compounded_equity(r))
+    trades = trade_stats(trade_pnls) if trade_pnls is not None else None
+
+    def days(a: int, b: int) -> float | None:
+        if ts is None or money.size == 0:
+            return None
+        t = np.asarray(ts, dtype=np.int64)
+        return float((t[max(b - 1, 0)] - t[max(a - 1, 0)]) / NS_PER_DAY)
+
+    out: dict[str, float | int | None] = {
+        "bars": int(money.size),
+        "periods_per_year": float(ppy),
+        "total_pnl": float(money.sum()),
+        "total_return": total_return(r),
+        "cagr": cagr(r, ppy),
+        "annual_volatility": annual_volatility(r, ppy),
+        "sharpe": _sharpe(r, ppy),
+        "sortino": sortino(r, ppy),
+        "max_drawdown": dd.depth,
+        "max_drawdown_bars": dd.bars,
+        "max_drawdown_days": days(dd.peak, dd.end),
+        "longest_drawdown_bars": dd.longest_bars,
+        "longest_drawdown_days": days(dd.longest_peak, dd.longest_end),
+        "calmar": calmar(r, ppy),
+        "psr": probabilistic_sharpe(r),
+        "dsr": deflated_sharpe(r, trial_sharpes) if trial_sharpes is not None else None,
+        "trades": trades.trades if trades else None,
+        "win_rate": trades.win_rate if trades else None,
+        "profit_factor": trades.profit_factor if trades else None,
+        "avg_trade": trades.avg_trade if trades else None,
+        "turnover": turnover(positions, ppy) if positions is not None else None,
+        "exposure": exposure(positions) if positions is not None else None,
+    }
+    return {k: v if v is None or isinstance(v, int) else _finite(v) for k, v in out.items()}
+
+
+def _as_1d(a: np.ndarray) -> np.ndarray:
+    x = np.asarray(a, dtype=np.float64)
+    if x.ndim != 1:
+        raise ValueError(f"expected a 1-D series, got shape {x.shape}")
+    return x
+
+
+def _finite(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _drawdowns(e: np.ndarray) -> np.ndarray:
+    peak = np.maximum.accumulate(e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(peak > 0, (peak - e) / peak, 0.0)
+
+
+def _sharpe(r: np.ndarray, periods_per_year: float) -> float | None:
+    if r.size < 2 or r.max() == r.min():
+        return None
+    return _finite(r.mean() / r.std(ddof=1) * math.sqrt(periods_per_year))

@@ -118,10 +118,14 @@ def number(value: Any, where: str) -> float:
 def _floats(value: Any, where: str, n: int | None = None) -> np.ndarray:
     seq = _list(value, where) if not isinstance(value, np.ndarray) else value
     try:
-        arr = np.asarray(seq, dtype=np.float64)
+        raw = np.asarray(seq) if len(seq) else np.zeros(0)
     except (TypeError, ValueError):
+        fail(f"{where} must be a flat list of numbers")
+    if raw.dtype.kind not in "iuf" or raw.ndim != 1:
         bad = next((i for i, v in enumerate(seq) if not _is_num(v)), None)
-        fail(f"{where}[{bad}] must be a number or null, got {seq[bad]!r}")
+        if bad is not None:
+            fail(f"{where}[{bad}] must be a number or null, got {seq[bad]!r}")
+    arr = raw.astype(np.float64) if raw.dtype.kind in "iuf" else np.asarray(seq, dtype=np.float64)
     if arr.ndim != 1:
         fail(f"{where} must be a flat list of numbers")
     if n is not None and arr.size != n:

@@ -1,0 +1,313 @@
+"""Policies the backtester runs: baselines, recorded actions, and a checkpoint's greedy agent.
+
+A `PolicySpec` is a recipe; `build` turns it into a device-side callable
+`(bar [n] long, pos_state [n, P] float32) -> actions [n, 3] long` for one backtest run, where
+`bar` is the decision bar (its close is the latest price the policy may use) and `pos_state`
+the env's position features. Actions are the env's factored branches (SPEC §2):
+direction {0 flat, 1 long, 2 short}, size {0, 1, 2} -> 1/3, 2/3, 3/3 of max contracts,
+stop {0 off, 1 tight, 2 wide}.
+
+`TablePolicy` subclasses decide from bars alone, so their whole action sequence is a table
+indexed by bar, computed once from closes <= t; the engine may then step a long window as many
+short chunks in parallel (see `foxhunt.backtest.engine`).
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from foxhunt.agents.dqn import BranchingQNetwork
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.market import MarketTensors
+from foxhunt.env.vector_env import POS_STATE
+from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.features.config import FeatureConfig
+from foxhunt.features.normalise import Normaliser
+from foxhunt.features.pipeline import FeaturePipeline
+from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint
+from foxhunt.training.config import TrainingSpec
+
+STRATEGY_FORMS = (
+    "flat",
+    "buy-and-hold",
+    "sma:FAST,SLOW (e.g. sma:10,30; sma:10,30,long-flat never goes short)",
+    "random:SEED (e.g. random:7)",
+)
+FULL_SIZE = 2
+TIME_IN_TRADE = POS_STATE.index("time_in_trade")
+POLICY_ENV_FIELDS = (
+    "max_contracts", "size_fractions", "stop_atr_multiples", "atr_window", "reward_vol_window",
+    "reward_scale_floor_ticks",
+)  # fmt: skip
+"""Env settings that change what an action means or what the position features say."""
+
+
+class PolicySpec(ABC):
+    label: str
+
+    def first_bar(self) -> int:
+        """The earliest decision bar the policy can act on (its inputs' warm-up)."""
+        return 0
+
+    @abstractmethod
+    def build(self, market: MarketTensors, env_config: EnvConfig):
+        """A callable (bar, pos_state) -> actions [n, 3] long on `market.device`."""
+
+
+class TablePolicy(PolicySpec):
+    """A policy whose action at bar t depends on bars <= t only, never on the account."""
+
+    @abstractmethod
+    def table(self, close: np.ndarray) -> np.ndarray:
+        """[T, 3] uint8 actions decided at the close of each bar."""
+
+    def build(self, market: MarketTensors, env_config: EnvConfig):
+        table = self.table(market.close.cpu().numpy())
+        return TableActions(torch.as_tensor(table, device=market.device))
+
+
+class TableActions:
+    """Looks actions up by decision bar; `table` is [T, 3] or [P, T, 3] with `which` [n]."""
+
+    def __init__(self, table: Tensor, which: Tensor | None = None):
+        self.table, self.which = table, which
+
+    def __call__(self, bar: Tensor, pos_state: Tensor) -> Tensor:
+        if self.which is None:
+            return self.table[bar].long()
+        return self.table[self.which, bar].long()
+
+
+def _constant(n: int, action: tuple[int, int, int]) -> np.ndarray:
+    return np.broadcast_to(np.asarray(action, dtype=np.uint8), (n, 3)).copy()
+
+
+@dataclass(frozen=True)
+class Flat(TablePolicy):
+    label: str = "flat"
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        return np.zeros((len(close), 3), dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class BuyAndHold(TablePolicy):
+    """Long `size` from the first decision to the end, no stop (re-enters after a session flatten)."""
+
+    size: int = FULL_SIZE
+    label: str = "buy-and-hold"
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        return _constant(len(close), (1, self.size, 0))
+
+
+@dataclass(frozen=True)
+class SmaCross(TablePolicy):
+    """Long while SMA(fast) > SMA(slow) of the closes <= t, short while below (flat instead with
+    `long_flat`); an exact tie keeps the previous side, so the position changes only on a
+    strict cross. Flat until bar slow-1, the first with `slow` closes. No stop.
+
+    Means come from float64 prefix sums; differences within 1e-9 of the price level count as
+    ties, far below the smallest real difference of two means of tick-grid prices."""
+
+    fast: int
+    slow: int
+    long_flat: bool = False
+    size: int = FULL_SIZE
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.fast < self.slow:
+            raise ConfigError(
+                f"sma:{self.fast},{self.slow}: need 1 <= FAST < SLOW (e.g. sma:10,30)"
+            )
+        if not self.label:
+            suffix = ",long-flat" if self.long_flat else ""
+            object.__setattr__(self, "label", f"sma:{self.fast},{self.slow}{suffix}")
+
+    def sides(self, close: np.ndarray) -> np.ndarray:
+        """+1 long, -1 short, 0 flat per bar (int8)."""
+        n = len(close)
+        side = np.zeros(n, dtype=np.int8)
+        if n < self.slow:
+            return side
+        c = np.concatenate([[0.0], np.cumsum(close - close[0])])
+        t = np.arange(self.slow - 1, n)
+        fast = (c[t + 1] - c[t + 1 - self.fast]) / self.fast
+        slow = (c[t + 1] - c[t + 1 - self.slow]) / self.slow
+        tol = 1e-9 * max(float(np.abs(close).max()), 1.0)
+        raw = np.where(fast - slow > tol, 1, np.where(fast - slow < -tol, -1, 0)).astype(np.int8)
+        held = np.maximum.accumulate(np.where(raw != 0, np.arange(raw.size), 0))
+        sides = np.where(raw[held] != 0, raw[held], 0).astype(np.int8)
+        if self.long_flat:
+            sides = np.maximum(sides, 0)
+        side[self.slow - 1 :] = sides
+        return side
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        side = self.sides(close)
+        out = np.zeros((len(close), 3), dtype=np.uint8)
+        out[:, 0] = np.where(side > 0, 1, np.where(side < 0, 2, 0))
+        out[:, 1] = np.where(side != 0, self.size, 0)
+        return out
+
+
+@dataclass(frozen=True)
+class RandomActions(TablePolicy):
+    """Every branch uniform over its 3 choices at every bar (stops included), from `seed`.
+
+    The table is drawn for the whole series, so a bar gets the same action in every window."""
+
+    seed: int
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", f"random:{self.seed}")
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        g = torch.Generator().manual_seed(self.seed)
+        return torch.randint(0, 3, (len(close), 3), generator=g, dtype=torch.uint8).numpy()
+
+
+@dataclass(frozen=True, eq=False)
+class ActionReplay(TablePolicy):
+    """Replays recorded decisions: `actions[t]` is what was decided at the close of bar t."""
+
+    actions: np.ndarray = field(repr=False)
+    label: str = "replay"
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        a = np.asarray(self.actions)
+        if a.shape != (len(close), 3):
+            raise ConfigError(
+                f"{self.label}: recorded actions have shape {a.shape}, expected ({len(close)}, 3)"
+            )
+        return a.astype(np.uint8)
+
+
+_SMA = re.compile(r"^sma:(\d+),(\d+)(,long-flat)?$")
+_RANDOM = re.compile(r"^random:(\d+)$")
+
+
+def parse_strategy(text: str) -> TablePolicy:
+    """A baseline from its command-line form: flat, buy-and-hold, sma:FAST,SLOW, random:SEED."""
+    t = text.strip().lower().replace(" ", "")
+    if t == "flat":
+        return Flat()
+    if t in ("buy-and-hold", "buy_and_hold", "buyandhold"):
+        return BuyAndHold()
+    if m := _SMA.match(t):
+        return SmaCross(int(m.group(1)), int(m.group(2)), long_flat=bool(m.group(3)))
+    if m := _RANDOM.match(t):
+        return RandomActions(int(m.group(1)))
+    raise ConfigError(f"strategy {text!r} not understood; use one of: {'; '.join(STRATEGY_FORMS)}")
+
+
+class CheckpointPolicy(PolicySpec):
+    """A trained agent acting greedily (noisy layers at their mean weights) on features rebuilt
+    with the normaliser stored in its checkpoint.
+
+    The env's position features are shaped as in training: time-in-trade is rescaled from the
+    backtest's episode length to the training episode length and capped at 1, the most the agent
+    ever saw (a backtest window is one long episode)."""
+
+    def __init__(self, path: Path, network: BranchingQNetwork, features: np.ndarray,
+                 valid_from: int, env_config: EnvConfig, label: str):
+        self.path, self.network, self.features = path, network, features
+        self.valid_from, self.env_config, self.label = valid_from, env_config, label
+        self.window = env_config.window
+
+    def first_bar(self) -> int:
+        return self.valid_from + self.window - 1
+
+    def build(self, market: MarketTensors, env_config: EnvConfig):
+        if len(market) != len(self.features):
+            raise ConfigError(
+                f"{self.label}: features were rebuilt for {len(self.features)} bars, the backtest "
+                f"runs on {len(market)}; build the checkpoint policy from the same bars"
+            )
+        for name in POLICY_ENV_FIELDS:
+            ours, theirs = getattr(env_config, name), getattr(self.env_config, name)
+            if ours != theirs:
+                raise ConfigError(
+                    f"{self.label}: trained with env.{name} = {theirs}, the backtest uses {ours}; "
+                    "run it with the checkpoint's env settings (CheckpointPolicy.env_config)"
+                )
+        device = market.device
+        scale = torch.ones(len(POS_STATE), dtype=torch.float32, device=device)
+        cap = torch.full_like(scale, float("inf"))
+        scale[TIME_IN_TRADE] = env_config.episode_len / self.env_config.episode_len
+        cap[TIME_IN_TRADE] = 1.0
+        network = self.network.to(device).eval()
+        feats = torch.as_tensor(self.features, device=device)
+        return GreedyAgent(network, feats, self.window, scale, cap)
+
+
+class GreedyAgent:
+    """Observation = features of bars t-W+1..t (row-major) + position features, as in training."""
+
+    def __init__(self, network: BranchingQNetwork, features: Tensor, window: int, scale: Tensor,
+                 cap: Tensor):
+        self.network, self.features, self.scale, self.cap = network, features, scale, cap
+        self.offsets = torch.arange(-window + 1, 1, device=features.device)
+
+    def __call__(self, bar: Tensor, pos_state: Tensor) -> Tensor:
+        rows = (bar.unsqueeze(1) + self.offsets).clamp_min(0).reshape(-1)
+        x = self.features.index_select(0, rows).view(bar.shape[0], -1)
+        pos = torch.minimum(pos_state * self.scale, self.cap)
+        return self.network.act(torch.cat((x, pos), dim=1))
+
+
+def checkpoint_policy(
+    path: Path | str,
+    bars: Bars,
+    instrument: Instrument,
+    device: torch.device | str | None = None,
+    *,
+    features: FeatureConfig | None = None,
+    label: str | None = None,
+) -> CheckpointPolicy:
+    """Load a walk-forward checkpoint and rebuild its exact features for `bars`.
+
+    `features` is the feature config the run was trained with (default: the default config);
+    the checkpoint's feature names must match what it builds.
+    """
+    path = Path(path)
+    payload = read_checkpoint(path)
+    try:
+        spec = TrainingSpec.model_validate(payload["spec"])
+        extra = payload["extra"]
+        names = list(extra["feature_names"])
+    except Exception as exc:
+        raise CheckpointError(f"{path}: no training spec or feature names in it ({exc})") from None
+    pipeline = FeaturePipeline(features or FeatureConfig(), instrument.session)
+    if names != pipeline.names:
+        raise CheckpointError(
+            f"{path}: trained on {len(names)} features, this feature config builds "
+            f"{pipeline.n_features}; pass the features config the run was trained with"
+        )
+    stats = extra.get("normaliser")
+    normaliser = None
+    if stats is not None:
+        normaliser = Normaliser(tuple(names), np.asarray(stats["mean"]), np.asarray(stats["std"]),
+                                pipeline.config.clip, 0, 0)
+    matrix = pipeline.transform(bars, normaliser=normaliser)
+    env = spec.env
+    network = BranchingQNetwork(env.window * matrix.n_features + len(POS_STATE), spec.agent,
+                                extra.get("feature_groups"), env.window, len(POS_STATE))
+    load_checkpoint(path, network)
+    network.eval()
+    if device is not None:
+        network.to(device)
+    return CheckpointPolicy(path, network, matrix.values, matrix.valid_from, env,
+                            label or path.stem)
