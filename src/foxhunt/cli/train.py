@@ -66,7 +66,10 @@ def run_training(
                   f"val {line['validation_ms']:.0f} ms")
         progress.update(task, advance=1, status=status)
 
-    trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev, on_epoch)
+    from foxhunt.metrics import periods_per_year
+
+    ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
+    trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev, on_epoch, ppy)
     if progress is not None:
         with progress:
             task = progress.add_task("walk-forward", total=trainer.total_epochs, status="starting")

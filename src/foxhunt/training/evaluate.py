@@ -60,7 +60,9 @@ def evaluation_env(market: MarketTensors, env_config: EnvConfig, window: Window,
 
 @torch.no_grad()
 def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window: Window,
-            capital: float, chunks: int = 1, device: torch.device | None = None) -> WindowResult:
+            capital: float, chunks: int = 1, device: torch.device | None = None,
+            periods_per_year: float | None = None) -> WindowResult:
+    """`periods_per_year` annualises the Sharpe; None uses the rate observed in the window."""
     device = device or market.device
     env, starts, steps = evaluation_env(market, env_config, window, chunks, device)
     obs = env.reset(starts)
@@ -78,7 +80,7 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
     act = torch.stack(actions, 1).reshape(-1, actions[0].shape[1]).cpu().numpy()
     bar = (starts[:, None] + torch.arange(steps, device=device)).reshape(-1).cpu().numpy()
     n_trades = int(torch.stack(trades).sum())
-    ppy = periods_per_year_from_ts(market.ts[window.start:window.stop])
+    ppy = periods_per_year or periods_per_year_from_ts(market.ts[window.start:window.stop])
     equity = capital + np.cumsum(pnl)
     return WindowResult(
         pnl=pnl, position=pos, action=act, bar=bar, trades=n_trades,

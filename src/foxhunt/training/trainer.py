@@ -107,11 +107,13 @@ class WalkForwardTrainer:
         run_dir: Path,
         device: torch.device | None = None,
         on_epoch: Callable[[dict[str, Any]], None] | None = None,
+        periods_per_year: float | None = None,
     ):
         self.spec, self.bars, self.pipeline, self.instrument = spec, bars, pipeline, instrument
         self.device = device or resolve_device(spec.train.device)
         self.run_dir = Path(run_dir)
         self.on_epoch = on_epoch
+        self.periods_per_year = periods_per_year
         first = pipeline.warmup + spec.env.window - 1
         self.split = WalkForwardSplit(spec.walkforward, len(bars), first=first,
                                       min_window=spec.env.episode_len + 2)
@@ -165,8 +167,8 @@ class WalkForwardTrainer:
         net = ctx.learner.online
         net.eval()
         try:
-            return rollout(greedy_policy(net), market, self.spec.env, window,
-                           self.spec.train.capital, self.spec.train.eval_windows, self.device)
+            return rollout(greedy_policy(net), market, self.spec.env, window, self.spec.train.capital,
+                           self.spec.train.eval_windows, self.device, self.periods_per_year)
         finally:
             net.train()
 
@@ -210,7 +212,7 @@ class WalkForwardTrainer:
         test = self.evaluate(ctx, ctx.test_market, fold.test)
         baselines = {
             name: rollout(policy, ctx.test_market, self.spec.env, fold.test, self.spec.train.capital,
-                          self.spec.train.eval_windows, self.device).summary()
+                          self.spec.train.eval_windows, self.device, self.periods_per_year).summary()
             for name, policy in (("flat", constant_policy((0, 0, 0))),
                                  ("buy_and_hold", constant_policy(FULL_LONG)))
         }
