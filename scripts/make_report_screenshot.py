@@ -27,16 +27,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, help="report data JSON file (default: synthetic demo data)")
+    ap.add_argument(
+        "--data", type=Path, help="report data JSON file (default: synthetic demo data)"
+    )
     ap.add_argument("--html", type=Path, help="also keep the rendered report here")
-    ap.add_argument("--png", type=Path, default=ROOT / "docs" / "report-demo.png", help="screenshot path")
+    ap.add_argument(
+        "--png", type=Path, default=ROOT / "docs" / "report-demo.png", help="screenshot path"
+    )
     ap.add_argument("--save-data", type=Path, help="write the data used to this JSON file")
     ap.add_argument("--width", type=int, default=1400)
     ap.add_argument("--height", type=int, default=2400)
     ap.add_argument("--seed", type=int, default=7, help="seed of the synthetic demo data")
     args = ap.parse_args(argv)
     try:
-        data = json.loads(args.data.read_text()) if args.data else sample_report_data(seed=args.seed)
+        data = (
+            json.loads(args.data.read_text()) if args.data else sample_report_data(seed=args.seed)
+        )
         if args.save_data:
             args.save_data.write_text(json.dumps(data))
         with tempfile.TemporaryDirectory(prefix="foxhunt-report-") as tmp:
@@ -44,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             dom = dump_dom(html).stdout
             tag = re.search(r"<html[^>]*>", dom)
             attrs = dict(re.findall(r'(data-[a-z-]+)="([^"]*)"', tag.group(0) if tag else ""))
-            if attrs.get("data-errors") or attrs.get("data-charts-rendered") != attrs.get("data-charts-expected"):
+            if attrs.get("data-errors") or attrs.get("data-charts-rendered") != attrs.get(
+                "data-charts-expected"
+            ):
                 print(f"report did not render cleanly: {attrs}", file=sys.stderr)
                 return 1
             png = screenshot(html, args.png, args.width, args.height)

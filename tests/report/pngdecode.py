@@ -33,8 +33,8 @@ def decode_png(data: bytes) -> np.ndarray:
         raise ValueError("not a PNG file")
     pos, idat, header = 8, [], None
     while pos + 8 <= len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        chunk = data[pos + 8 : pos + 8 + length]
         pos += 12 + length
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", chunk)
@@ -46,10 +46,14 @@ def decode_png(data: bytes) -> np.ndarray:
         raise ValueError("PNG without IHDR")
     width, height, depth, colour, _, _, interlace = header
     if depth != 8 or interlace != 0 or colour not in (2, 6):
-        raise ValueError(f"unsupported PNG: depth {depth}, colour type {colour}, interlace {interlace}")
+        raise ValueError(
+            f"unsupported PNG: depth {depth}, colour type {colour}, interlace {interlace}"
+        )
     bpp = 3 if colour == 2 else 4
     stride = width * bpp
-    rows = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8).reshape(height, stride + 1)
+    rows = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8).reshape(
+        height, stride + 1
+    )
     out = np.zeros((height, stride), dtype=np.uint8)
     prev = np.zeros(stride, dtype=np.uint8)
     for y in range(height):
@@ -57,7 +61,11 @@ def decode_png(data: bytes) -> np.ndarray:
         if kind == 0:
             cur = line.copy()
         elif kind == 1:
-            cur = (line.reshape(width, bpp).astype(np.int64).cumsum(axis=0) % 256).astype(np.uint8).ravel()
+            cur = (
+                (line.reshape(width, bpp).astype(np.int64).cumsum(axis=0) % 256)
+                .astype(np.uint8)
+                .ravel()
+            )
         elif kind == 2:
             cur = line + prev  # uint8 arithmetic wraps modulo 256
         elif kind in (3, 4):

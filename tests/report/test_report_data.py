@@ -82,7 +82,10 @@ def test_direction_codes_are_checked():
 
 def test_timestamps_must_be_ordered_integers():
     data = report()
-    data["series"][0]["ts"][10], data["series"][0]["ts"][11] = data["series"][0]["ts"][11], data["series"][0]["ts"][10]
+    data["series"][0]["ts"][10], data["series"][0]["ts"][11] = (
+        data["series"][0]["ts"][11],
+        data["series"][0]["ts"][10],
+    )
     _raises(data, "series[0].ts", "time order")
     data = report()
     data["series"][0]["ts"] = []
@@ -124,7 +127,9 @@ def test_optional_fields_are_filled_in():
     for key in ("windows", "best_epoch", "val", "baselines"):
         del f[key]
     fold = normalise(data).folds[0]
-    assert fold.windows == {} and fold.best_epoch is None and fold.val == {} and fold.baselines == {}
+    assert (
+        fold.windows == {} and fold.best_epoch is None and fold.val == {} and fold.baselines == {}
+    )
 
 
 def test_none_and_nan_become_nan():

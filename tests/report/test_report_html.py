@@ -11,16 +11,18 @@ import numpy as np
 import pytest
 
 from foxhunt.report import render_report, write_report
+from foxhunt.report.data import normalise
 from foxhunt.report.decimate import decimate, rolling_shares, time_segments
 from foxhunt.report.format import fmt_integer, fmt_metric, fmt_number, fmt_percent, label
 from foxhunt.report.html import MAX_TRADE_MARKERS, _direction_from_trades
-from foxhunt.report.data import normalise
 
-from .builders import minimal, minute_ts, report, series
+from .builders import minimal, minute_ts, report
 
 
 def payload(page: str) -> dict:
-    m = re.search(r'<script type="application/json" id="foxhunt-report-data">(.*?)</script>', page, re.S)
+    m = re.search(
+        r'<script type="application/json" id="foxhunt-report-data">(.*?)</script>', page, re.S
+    )
     assert m, "no chart data block"
 
     def no_constants(name):
@@ -91,7 +93,9 @@ def test_formatters():
     assert fmt_integer(12345.0) == "12,345"
     assert fmt_metric("max_drawdown", 0.25) == "25.00%" and fmt_metric("trades", 3) == "3"
     assert fmt_metric("sharpe", 1.2345) == "1.23"
-    assert label("profit_factor") == "Profit factor" and label("some_new_metric") == "Some new metric"
+    assert (
+        label("profit_factor") == "Profit factor" and label("some_new_metric") == "Some new metric"
+    )
 
 
 def test_text_is_escaped_everywhere():
@@ -100,7 +104,9 @@ def test_text_is_escaped_everywhere():
     data["series"][0]["name"] = "x</script><b>"
     data["series"][0]["equity"] = {"</script>agent": data["series"][0]["equity"]["agent"]}
     page = render_report(data)
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert (
+        "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    )
     assert "x</script><b>" not in page
     assert payload(page)["charts"][0]["series"][0]["label"] == "</script>agent"
 
@@ -202,7 +208,9 @@ def test_trade_markers_map_to_bars():
     data = report(n_series=1)
     s = data["series"][0]
     s["trades"][0]["entry_ts"] += 30_000_000_000  # between bars: drawn on the next bar
-    s["trades"].append({**s["trades"][0], "entry_ts": s["ts"][0] - 10**12, "exit_ts": s["ts"][0] - 10**11})
+    s["trades"].append(
+        {**s["trades"][0], "entry_ts": s["ts"][0] - 10**12, "exit_ts": s["ts"][0] - 10**11}
+    )
     s["trades"].append({**s["trades"][1], "exit_ts": None, "exit_price": None})  # still open
     price = next(c for c in payload(render_report(data))["charts"] if c["kind"] == "price")
     m = price["markers"]
@@ -213,8 +221,17 @@ def test_trade_markers_map_to_bars():
 def test_many_trades_are_subsampled_for_markers():
     data = report(n_series=1, n=20_000)
     s = data["series"][0]
-    s["trades"] = [{"entry_ts": s["ts"][i], "exit_ts": s["ts"][i + 1], "entry_price": 4000.0, "exit_price": 4001.0,
-                    "side": "long", "pnl": 50.0} for i in range(0, 19_998, 3)]
+    s["trades"] = [
+        {
+            "entry_ts": s["ts"][i],
+            "exit_ts": s["ts"][i + 1],
+            "entry_price": 4000.0,
+            "exit_price": 4001.0,
+            "side": "long",
+            "pnl": 50.0,
+        }
+        for i in range(0, 19_998, 3)
+    ]
     page = render_report(data)
     price = next(c for c in payload(page)["charts"] if c["kind"] == "price")
     assert len(price["markers"]["ei"]) == MAX_TRADE_MARKERS
@@ -246,6 +263,13 @@ def test_write_report_is_atomic(tmp_path, monkeypatch):
 def test_assets_ship_with_the_package():
     assets = Path(__import__("foxhunt.report", fromlist=["x"]).__file__).with_name("assets")
     names = {p.name for p in assets.iterdir()}
-    assert {"uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE", "report.js", "report.css", "errors.js"} <= names
+    assert {
+        "uPlot.iife.min.js",
+        "uPlot.min.css",
+        "uPlot.LICENSE",
+        "report.js",
+        "report.css",
+        "errors.js",
+    } <= names
     pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     assert '"report/assets/*"' in pyproject

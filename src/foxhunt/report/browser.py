@@ -18,10 +18,21 @@ from foxhunt.errors import FoxhuntError
 
 CANDIDATES = ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-dev-shm-usage", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
-    "--force-device-scale-factor=1", "--enable-logging=stderr", "--v=0",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--force-device-scale-factor=1",
+    "--enable-logging=stderr",
+    "--v=0",
 )
 
 
@@ -40,7 +51,11 @@ class BrowserRun:
         Chromium logs all console levels alike, so callers that expect a silent page (the
         report logs nothing) should treat any message as a failure.
         """
-        return [line.strip() for line in self.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+        return [
+            line.strip()
+            for line in self.stderr.splitlines()
+            if ":CONSOLE" in line or "Uncaught" in line
+        ]
 
 
 def find_chromium() -> str | None:
@@ -64,22 +79,39 @@ def _run(args: list[str], url: str, timeout: float, chromium: str | None) -> Bro
         except subprocess.TimeoutExpired as exc:
             raise BrowserError(f"Chromium did not finish within {timeout:.0f}s on {url}") from exc
     if p.returncode != 0:
-        raise BrowserError(f"Chromium exited with {p.returncode} on {url}: {p.stderr.strip()[-500:]}")
+        raise BrowserError(
+            f"Chromium exited with {p.returncode} on {url}: {p.stderr.strip()[-500:]}"
+        )
     return BrowserRun(p.stdout, p.stderr)
 
 
 def dump_dom(html: Path, timeout: float = 120, chromium: str | None = None) -> BrowserRun:
     """Load `html` (file://) and return the DOM after its scripts ran, plus Chromium's log."""
-    return _run(["--virtual-time-budget=5000", "--dump-dom"], Path(html).resolve().as_uri(), timeout, chromium)
+    return _run(
+        ["--virtual-time-budget=5000", "--dump-dom"],
+        Path(html).resolve().as_uri(),
+        timeout,
+        chromium,
+    )
 
 
-def screenshot(html: Path, png: Path, width: int = 1400, height: int = 2400, timeout: float = 120,
-               chromium: str | None = None) -> Path:
+def screenshot(
+    html: Path,
+    png: Path,
+    width: int = 1400,
+    height: int = 2400,
+    timeout: float = 120,
+    chromium: str | None = None,
+) -> Path:
     """Render `html` in a `width` x `height` window and save the viewport as `png`."""
     png = Path(png).resolve()
     png.parent.mkdir(parents=True, exist_ok=True)
-    _run([f"--window-size={width},{height}", "--virtual-time-budget=5000", f"--screenshot={png}"],
-         Path(html).resolve().as_uri(), timeout, chromium)
+    _run(
+        [f"--window-size={width},{height}", "--virtual-time-budget=5000", f"--screenshot={png}"],
+        Path(html).resolve().as_uri(),
+        timeout,
+        chromium,
+    )
     if not png.is_file():
         raise BrowserError(f"Chromium wrote no screenshot to {png}")
     return png

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -134,7 +134,9 @@ def _floats(value: Any, where: str, n: int | None = None) -> np.ndarray:
 
 
 def _is_num(v: Any) -> bool:
-    return v is None or (not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating)))
+    return v is None or (
+        not isinstance(v, bool) and isinstance(v, (int, float, np.integer, np.floating))
+    )
 
 
 def _metric_dict(value: Any, where: str) -> dict[str, Any]:
@@ -201,8 +203,12 @@ def _series(raw: Any, where: str) -> Series:
     name = _text(_require(d, "name", where), f"{where}.name")
     ts_list = _require(d, "ts", where)
     try:
-        ts = np.asarray(_list(ts_list, f"{where}.ts") if not isinstance(ts_list, np.ndarray) else ts_list)
-        if ts.size and not (np.issubdtype(ts.dtype, np.integer) or np.issubdtype(ts.dtype, np.floating)):
+        ts = np.asarray(
+            _list(ts_list, f"{where}.ts") if not isinstance(ts_list, np.ndarray) else ts_list
+        )
+        if ts.size and not (
+            np.issubdtype(ts.dtype, np.integer) or np.issubdtype(ts.dtype, np.floating)
+        ):
             raise TypeError
         ts = ts.astype(np.int64)
     except (TypeError, ValueError):
@@ -217,7 +223,10 @@ def _series(raw: Any, where: str) -> Series:
     if not equity_raw:
         fail(f"{where}.equity needs at least one policy")
     equity = {str(k): _floats(v, f"{where}.equity[{k!r}]", n) for k, v in equity_raw.items()}
-    trades = [_trade(t, f"{where}.trades[{i}]") for i, t in enumerate(_list(d.get("trades") or [], f"{where}.trades"))]
+    trades = [
+        _trade(t, f"{where}.trades[{i}]")
+        for i, t in enumerate(_list(d.get("trades") or [], f"{where}.trades"))
+    ]
     direction = None
     if d.get("direction") is not None:
         dirs = _floats(d["direction"], f"{where}.direction", n)
@@ -264,7 +273,7 @@ def normalise(data: Any) -> ReportData:
         _require(d, key, "the top level")
     generated = d.get("generated")
     if generated is None:
-        generated = datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+        generated = datetime.now(UTC).replace(microsecond=0).isoformat()
     return ReportData(
         title=_text(d["title"], "title"),
         generated=_text(generated, "generated"),
@@ -275,6 +284,11 @@ def normalise(data: Any) -> ReportData:
             _training_line(t, f"training[{i}]")
             for i, t in enumerate(_list(d.get("training") or [], "training"))
         ],
-        series=[_series(s, f"series[{i}]") for i, s in enumerate(_list(d.get("series") or [], "series"))],
-        metrics=[_metrics_row(m, f"metrics[{i}]") for i, m in enumerate(_list(d.get("metrics") or [], "metrics"))],
+        series=[
+            _series(s, f"series[{i}]") for i, s in enumerate(_list(d.get("series") or [], "series"))
+        ],
+        metrics=[
+            _metrics_row(m, f"metrics[{i}]")
+            for i, m in enumerate(_list(d.get("metrics") or [], "metrics"))
+        ],
     )

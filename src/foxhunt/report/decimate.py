@@ -32,8 +32,12 @@ def decimate(columns: Sequence[np.ndarray], max_points: int = MAX_CHART_POINTS) 
     rows, pad = len(starts), len(starts) * size - n
     for col in columns:
         c = np.asarray(col, dtype=np.float64)
-        lo = np.concatenate((np.where(np.isnan(c), np.inf, c), np.full(pad, np.inf))).reshape(rows, size)
-        hi = np.concatenate((np.where(np.isnan(c), -np.inf, c), np.full(pad, -np.inf))).reshape(rows, size)
+        lo = np.concatenate((np.where(np.isnan(c), np.inf, c), np.full(pad, np.inf))).reshape(
+            rows, size
+        )
+        hi = np.concatenate((np.where(np.isnan(c), -np.inf, c), np.full(pad, -np.inf))).reshape(
+            rows, size
+        )
         keep.append(starts + lo.argmin(axis=1))
         keep.append(starts + hi.argmax(axis=1))
     idx = np.unique(np.concatenate(keep))

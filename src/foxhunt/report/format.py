@@ -8,30 +8,73 @@ with two decimals. None, NaN and missing values show as an em dash.
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 DASH = "\u2014"
 
-PERCENT = frozenset({
-    "return", "total_return", "cagr", "annual_return", "max_drawdown", "max_dd", "volatility",
-    "annual_volatility", "annualised_volatility", "win_rate", "exposure", "flat",
-    "flat_fraction", "time_flat", "hit_rate",
-})
-INTEGER = frozenset({
-    "trades", "n_trades", "num_trades", "bars", "fold", "epoch", "best_epoch",
-    "max_drawdown_duration", "drawdown_duration", "max_dd_duration", "bars_held", "transitions",
-})
+PERCENT = frozenset(
+    {
+        "return",
+        "total_return",
+        "cagr",
+        "annual_return",
+        "max_drawdown",
+        "max_dd",
+        "volatility",
+        "annual_volatility",
+        "annualised_volatility",
+        "win_rate",
+        "exposure",
+        "flat",
+        "flat_fraction",
+        "time_flat",
+        "hit_rate",
+    }
+)
+INTEGER = frozenset(
+    {
+        "trades",
+        "n_trades",
+        "num_trades",
+        "bars",
+        "fold",
+        "epoch",
+        "best_epoch",
+        "max_drawdown_duration",
+        "drawdown_duration",
+        "max_dd_duration",
+        "bars_held",
+        "transitions",
+    }
+)
 MONEY = frozenset({"pnl", "total_pnl", "avg_trade", "average_trade", "costs", "cost", "equity"})
 
 LABELS = {
-    "sharpe": "Sharpe", "sortino": "Sortino", "calmar": "Calmar", "cagr": "CAGR",
-    "return": "Return", "total_return": "Total return", "max_drawdown": "Max DD",
-    "max_dd": "Max DD", "max_drawdown_duration": "Max DD bars", "pnl": "PnL",
-    "total_pnl": "Total PnL", "avg_trade": "Avg trade", "average_trade": "Avg trade",
-    "win_rate": "Win rate", "profit_factor": "Profit factor", "psr": "PSR", "dsr": "DSR",
-    "annual_volatility": "Ann. vol", "volatility": "Volatility", "trades": "Trades",
-    "n_trades": "Trades", "flat": "Time flat", "mean_q": "Mean Q", "td_p99": "TD error p99",
+    "sharpe": "Sharpe",
+    "sortino": "Sortino",
+    "calmar": "Calmar",
+    "cagr": "CAGR",
+    "return": "Return",
+    "total_return": "Total return",
+    "max_drawdown": "Max DD",
+    "max_dd": "Max DD",
+    "max_drawdown_duration": "Max DD bars",
+    "pnl": "PnL",
+    "total_pnl": "Total PnL",
+    "avg_trade": "Avg trade",
+    "average_trade": "Avg trade",
+    "win_rate": "Win rate",
+    "profit_factor": "Profit factor",
+    "psr": "PSR",
+    "dsr": "DSR",
+    "annual_volatility": "Ann. vol",
+    "volatility": "Volatility",
+    "trades": "Trades",
+    "n_trades": "Trades",
+    "flat": "Time flat",
+    "mean_q": "Mean Q",
+    "td_p99": "TD error p99",
     "grad_norm": "Grad norm",
 }
 
@@ -114,5 +157,5 @@ def fmt_window_bound(value: Any) -> str:
 
 def fmt_time(ns: int, date_only: bool = False) -> str:
     """ns since the epoch as `YYYY-MM-DD HH:MM` UTC (or the date alone)."""
-    d = datetime.fromtimestamp(ns / 1e9, tz=timezone.utc)
+    d = datetime.fromtimestamp(ns / 1e9, tz=UTC)
     return d.strftime("%Y-%m-%d" if date_only else "%Y-%m-%d %H:%M")

@@ -13,7 +13,8 @@ import json
 import math
 import os
 import tempfile
-from functools import lru_cache
+from collections.abc import Iterable
+from functools import cache
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from foxhunt.report.data import SIDES, Fold, ReportData, Series, normalise
-from foxhunt.report.decimate import MAX_CHART_POINTS, decimate, mix_window, rolling_shares, time_segments
+from foxhunt.report.decimate import (
+    MAX_CHART_POINTS,
+    decimate,
+    mix_window,
+    rolling_shares,
+    time_segments,
+)
 from foxhunt.report.format import (
     DASH,
     fmt_integer,
@@ -44,8 +51,10 @@ MAX_TRADE_ROWS = 500
 
 PALETTE = ("#2563eb", "#f59e0b", "#7c3aed", "#0d9488", "#db2777", "#64748b", "#ea580c", "#0891b2")
 LONG, SHORT, FLAT = "#16a34a", "#dc2626", "#cbd5e1"
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-       "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'")
+CSP = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
+)
 
 TRAINING_CHARTS = (
     ("loss", "Loss", "num"),
@@ -57,7 +66,7 @@ TRAINING_CHARTS = (
 )
 
 
-@lru_cache(maxsize=None)
+@cache
 def asset(name: str) -> str:
     """Text of a bundled asset (uPlot, the renderer, the style sheet)."""
     return (ASSETS / name).read_text(encoding="utf-8")
@@ -70,7 +79,9 @@ def render_report(data: dict[str, Any], max_points: int = MAX_CHART_POINTS) -> s
     return _Page(normalise(data), max_points).html()
 
 
-def write_report(data: dict[str, Any], path: Path | str, max_points: int = MAX_CHART_POINTS) -> Path:
+def write_report(
+    data: dict[str, Any], path: Path | str, max_points: int = MAX_CHART_POINTS
+) -> Path:
     """Render `data` and write it to `path` atomically (temp file + rename); returns the path."""
     text = render_report(data, max_points)
     path = Path(path)
@@ -91,20 +102,43 @@ def write_report(data: dict[str, Any], path: Path | str, max_points: int = MAX_C
 
 def _values(a: np.ndarray, sig: int = 7) -> list[float | None]:
     """JSON-ready list: `sig` significant digits, NaN and infinities as null (a gap)."""
-    return [float(f"{v:.{sig}g}") if math.isfinite(v) else None for v in np.asarray(a, dtype=np.float64).tolist()]
+    return [
+        float(f"{v:.{sig}g}") if math.isfinite(v) else None
+        for v in np.asarray(a, dtype=np.float64).tolist()
+    ]
 
 
 def _num_cell(text: str, cls: str = "") -> str:
     return f'<td class="num{(" " + cls) if cls else ""}">{escape(text)}</td>'
 
 
-def _mean(values: list[Any]) -> float:
-    xs = [float(v) for v in values if not is_missing(v) and not isinstance(v, str)]
+def _finite(values: Iterable[Any]) -> list[float]:
+    """The values that are numbers (not None, NaN or text), as floats."""
+    return [float(v) for v in values if not is_missing(v) and not isinstance(v, str)]
+
+
+def _mean(values: Iterable[Any]) -> float:
+    xs = _finite(values)
     return float(np.mean(xs)) if xs else math.nan
 
 
+def _table(head: str, rows: list[str], cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return (
+        f'<div class="table-wrap"><table{attr}><thead>{head}</thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _sign_class(v: Any) -> str:
+    """CSS class colouring a signed value (returns, Sharpe, PnL) green or red."""
+    if is_missing(v) or isinstance(v, str):
+        return ""
+    return "pos" if v > 0 else "neg" if v < 0 else ""
+
+
 def _rgba(hex_colour: str, alpha: float) -> str:
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
 
 
@@ -147,23 +181,45 @@ class _Page:
 
     # charts ---------------------------------------------------------------------------------
 
-    def chart(self, spec: dict[str, Any], title: str, note: str = "", extra: str = "", wide: bool = True) -> str:
+    def chart(
+        self, spec: dict[str, Any], title: str, note: str = "", extra: str = "", wide: bool = True
+    ) -> str:
         cid = f"chart-{len(self.charts)}"
         self.charts.append({"id": cid, **spec})
         cls = "chart" + ("" if wide else " half")
         note_html = f'<p class="note">{escape(note)}</p>' if note else ""
-        return (f'<figure class="{cls}"><figcaption>{escape(title)}</figcaption>'
-                f'<div class="plot" id="{cid}" style="min-height:{spec["height"] + 34}px"></div>'
-                f"{extra}{note_html}</figure>")
+        return (
+            f'<figure class="{cls}"><figcaption>{escape(title)}</figcaption>'
+            f'<div class="plot" id="{cid}" style="min-height:{spec["height"] + 34}px"></div>'
+            f"{extra}{note_html}</figure>"
+        )
 
-    def bar_chart(self, group: str, kind: str, fmt: str, height: int, columns: dict[str, np.ndarray],
-                  styles: dict[str, dict[str, Any]], **extra: Any) -> tuple[dict[str, Any], int]:
+    def bar_chart(
+        self,
+        group: str,
+        kind: str,
+        fmt: str,
+        height: int,
+        columns: dict[str, np.ndarray],
+        styles: dict[str, dict[str, Any]],
+        **extra: Any,
+    ) -> tuple[dict[str, Any], int]:
         idx = decimate(list(columns.values()), self.max_points)
         sig = 5 if fmt == "pct" else 7
-        series = [{"label": name, **styles.get(name, {}), "y": _values(col[idx], sig)}
-                  for name, col in columns.items()]
-        spec = {"kind": kind, "group": group, "xkind": "bar", "fmt": fmt, "height": height,
-                "x": idx.tolist(), "series": series, **extra}
+        series = [
+            {"label": name, **styles.get(name, {}), "y": _values(col[idx], sig)}
+            for name, col in columns.items()
+        ]
+        spec = {
+            "kind": kind,
+            "group": group,
+            "xkind": "bar",
+            "fmt": fmt,
+            "height": height,
+            "x": idx.tolist(),
+            "series": series,
+            **extra,
+        }
         return spec, int(idx.size)
 
     # sections -------------------------------------------------------------------------------
@@ -174,8 +230,10 @@ class _Page:
             f'<span class="meta-item"><span class="k">{k}</span> <b>{escape(v)}</b></span>'
             for k, v in (("Symbol", d.symbol), ("Bars", d.bars), ("Generated", d.generated))
         )
-        return (f'<header class="top"><div class="wrap"><div class="brand">foxhunt report</div>'
-                f"<h1>{escape(d.title)}</h1><div class=\"meta\">{meta}</div></div></header>")
+        return (
+            f'<header class="top"><div class="wrap"><div class="brand">foxhunt report</div>'
+            f'<h1>{escape(d.title)}</h1><div class="meta">{meta}</div></div></header>'
+        )
 
     def toc(self, entries: list[tuple[str, str]]) -> str:
         if len(entries) < 2:
@@ -187,32 +245,31 @@ class _Page:
         folds = self.d.folds
         if not folds:
             return ""
-        test_sharpe = [pick(f.test, "sharpe") for f in folds]
-        beat = [self._beats_baselines(f) for f in folds]
-        known = [b for b in beat if b is not None]
+        trades = _finite(pick(f.test, "trades") for f in folds)
+        beat = [b for b in (self._beats_baselines(f) for f in folds) if b is not None]
         items = [
             ("Folds", fmt_integer(len(folds))),
-            ("Mean validation Sharpe", fmt_number(_mean([pick(f.val, "sharpe") for f in folds]))),
-            ("Mean test Sharpe", fmt_number(_mean(test_sharpe))),
-            ("Mean test return", fmt_percent(_mean([pick(f.test, "return") for f in folds]))),
-            ("Test trades", fmt_integer(sum(float(v) for v in (pick(f.test, "trades") for f in folds)
-                                            if not is_missing(v) and not isinstance(v, str))
-                                        if any(not is_missing(pick(f.test, "trades")) for f in folds) else None)),
+            ("Mean validation Sharpe", fmt_number(_mean(pick(f.val, "sharpe") for f in folds))),
+            ("Mean test Sharpe", fmt_number(_mean(pick(f.test, "sharpe") for f in folds))),
+            ("Mean test return", fmt_percent(_mean(pick(f.test, "return") for f in folds))),
+            ("Test trades", fmt_integer(sum(trades) if trades else None)),
         ]
-        if known:
-            items.append(("Folds beating every baseline", f"{sum(known)} / {len(known)}"))
-        cells = "".join(f'<div class="card"><div class="card-k">{escape(k)}</div>'
-                        f'<div class="card-v">{escape(v)}</div></div>' for k, v in items)
+        if beat:
+            items.append(("Folds beating every baseline", f"{sum(beat)} / {len(beat)}"))
+        cells = "".join(
+            f'<div class="card"><div class="card-k">{escape(k)}</div>'
+            f'<div class="card-v">{escape(v)}</div></div>'
+            for k, v in items
+        )
         return f'<section class="cards">{cells}</section>'
 
     @staticmethod
     def _beats_baselines(f: Fold) -> bool | None:
-        agent = pick(f.test, "sharpe")
-        others = [pick(b, "sharpe") for b in f.baselines.values()]
-        others = [o for o in others if not is_missing(o) and not isinstance(o, str)]
-        if is_missing(agent) or isinstance(agent, str) or not others:
+        agent = _finite([pick(f.test, "sharpe")])
+        others = _finite(pick(b, "sharpe") for b in f.baselines.values())
+        if not agent or not others:
             return None
-        return bool(agent > max(others))
+        return bool(agent[0] > max(others))
 
     def folds_section(self) -> str:
         folds = sorted(self.d.folds, key=lambda f: f.fold)
@@ -221,33 +278,50 @@ class _Page:
         names = ["train", "val", "test"]
         extra = sorted({k for f in folds for k in f.windows} - set(names))
         wins = [w for w in names + extra if any(w in f.windows for f in folds)]
-        head = ("<tr><th>Fold</th>" + "".join(f"<th>{escape(label(w))} window</th>" for w in wins)
-                + "<th class=num>Best epoch</th><th class=num>Val Sharpe</th><th class=num>Val return</th>"
-                "<th class=num>Test Sharpe</th><th class=num>Test return</th><th class=num>Test max DD</th>"
-                "<th class=num>Test trades</th></tr>")
+        cols = [
+            ("val", "sharpe", "Val Sharpe"),
+            ("val", "return", "Val return"),
+            ("test", "sharpe", "Test Sharpe"),
+            ("test", "return", "Test return"),
+            ("test", "max_drawdown", "Test max DD"),
+            ("test", "trades", "Test trades"),
+        ]
+        head = (
+            "<tr><th>Fold</th>"
+            + "".join(f"<th>{escape(label(w))} window</th>" for w in wins)
+            + "<th class=num>Best epoch</th>"
+            + "".join(f"<th class=num>{t}</th>" for _, _, t in cols)
+            + "</tr>"
+        )
         rows = []
-        cols = [("val", "sharpe"), ("val", "return"), ("test", "sharpe"), ("test", "return"),
-                ("test", "max_drawdown"), ("test", "trades")]
         for f in folds:
             cells = [f"<td>{f.fold}</td>"]
             for w in wins:
                 pair = f.windows.get(w)
-                text = DASH if pair is None else f"{fmt_window_bound(pair[0])} \u2013 {fmt_window_bound(pair[1])}"
+                text = DASH
+                if pair is not None:
+                    text = f"{fmt_window_bound(pair[0])} \u2013 {fmt_window_bound(pair[1])}"
                 cells.append(f'<td class="win">{escape(text)}</td>')
             cells.append(_num_cell(fmt_integer(f.best_epoch)))
-            for part, name in cols:
+            for part, name, _ in cols:
                 v = pick(getattr(f, part), name)
-                cells.append(_num_cell(fmt_metric(name, v), self._sign_class(name, v)))
+                signed = name not in ("trades", "max_drawdown")
+                cells.append(_num_cell(fmt_metric(name, v), _sign_class(v) if signed else ""))
             rows.append("<tr>" + "".join(cells) + "</tr>")
         if len(folds) > 1:
-            cells = ["<td>Mean</td>"] + ["<td></td>"] * len(wins) + ["<td></td>"]
-            for part, name in cols:
-                cells.append(_num_cell(fmt_metric(name, _mean([pick(getattr(f, part), name) for f in folds]))))
+            cells = ["<td>Mean</td>"] + ["<td></td>"] * (len(wins) + 1)
+            for part, name, _ in cols:
+                mean = _mean(pick(getattr(f, part), name) for f in folds)
+                cells.append(_num_cell(fmt_metric(name, mean)))
             rows.append('<tr class="mean">' + "".join(cells) + "</tr>")
-        table = f'<div class="table-wrap"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>'
-        return ('<section id="folds"><h2>Walk-forward folds</h2>'
-                '<p class="lead">Validation picks the checkpoint (best epoch); the test window is '
-                "seen once, after training.</p>" + table + self.baselines_table(folds) + "</section>")
+        return (
+            '<section id="folds"><h2>Walk-forward folds</h2>'
+            '<p class="lead">Validation picks the checkpoint (best epoch); the test window is '
+            "seen once, after training.</p>"
+            + _table(head, rows)
+            + self.baselines_table(folds)
+            + "</section>"
+        )
 
     def baselines_table(self, folds: list[Fold]) -> str:
         names: list[str] = []
@@ -255,12 +329,15 @@ class _Page:
             names += [b for b in f.baselines if b not in names]
         if not names:
             return ""
-        policies = ["agent"] + names
+        policies = ["agent", *names]
         groups = (("sharpe", "Test Sharpe"), ("return", "Test return"))
-        head1 = "<tr><th rowspan=2>Fold</th>" + "".join(
-            f'<th colspan={len(policies)} class="group">{t}</th>' for _, t in groups
-        ) + "<th rowspan=2 class=num>Sharpe vs best baseline</th></tr>"
-        head2 = "<tr>" + "".join(f"<th class=num>{escape(p)}</th>" for _ in groups for p in policies) + "</tr>"
+        head = (
+            "<tr><th rowspan=2>Fold</th>"
+            + "".join(f'<th colspan={len(policies)} class="group">{t}</th>' for _, t in groups)
+            + "<th rowspan=2 class=num>Sharpe vs best baseline</th></tr><tr>"
+            + "".join(f"<th class=num>{escape(p)}</th>" for _ in groups for p in policies)
+            + "</tr>"
+        )
 
         def values(f: Fold, metric: str) -> list[Any]:
             return [pick(f.test, metric)] + [pick(f.baselines.get(n, {}), metric) for n in names]
@@ -268,116 +345,146 @@ class _Page:
         def row(first: str, vals: dict[str, list[Any]], cls: str = "") -> str:
             cells = [f"<td>{first}</td>"]
             for metric, _ in groups:
-                vs = vals[metric]
-                finite = [v for v in vs if not is_missing(v) and not isinstance(v, str)]
-                best = max(finite) if finite else None
-                for k, v in enumerate(vs):
-                    c = "best" if best is not None and v == best and len(finite) > 1 else ""
-                    c += " agent" if k == 0 else ""
-                    cells.append(_num_cell(fmt_metric(metric, v), c.strip()))
-            s = vals["sharpe"]
-            others = [v for v in s[1:] if not is_missing(v) and not isinstance(v, str)]
-            edge = (s[0] - max(others)) if others and not is_missing(s[0]) and not isinstance(s[0], str) else None
-            cells.append(_num_cell(("+" if edge is not None and edge > 0 else "") + fmt_number(edge),
-                                   self._sign_class("edge", edge)))
+                finite = _finite(vals[metric])
+                best = max(finite) if len(finite) > 1 else None
+                for k, v in enumerate(vals[metric]):
+                    c = ["best"] if best is not None and v == best else []
+                    c += ["agent"] if k == 0 else []
+                    cells.append(_num_cell(fmt_metric(metric, v), " ".join(c)))
+            agent, others = _finite(vals["sharpe"][:1]), _finite(vals["sharpe"][1:])
+            edge = agent[0] - max(others) if agent and others else None
+            sign = "+" if edge is not None and edge > 0 else ""
+            cells.append(_num_cell(sign + fmt_number(edge), _sign_class(edge)))
             return f'<tr class="{cls}">' + "".join(cells) + "</tr>"
 
         rows = [row(str(f.fold), {m: values(f, m) for m, _ in groups}) for f in folds]
         if len(folds) > 1:
-            means = {m: [_mean([values(f, m)[k] for f in folds]) for k in range(len(policies))] for m, _ in groups}
+            means = {
+                m: [_mean(values(f, m)[k] for f in folds) for k in range(len(policies))]
+                for m, _ in groups
+            }
             rows.append(row("Mean", means, "mean"))
-        return ('<h3>Test window: agent against baselines</h3><p class="lead">Best value per fold in bold. '
-                "Same bars, same fill model and costs.</p>"
-                f'<div class="table-wrap"><table><thead>{head1}{head2}</thead><tbody>{"".join(rows)}</tbody>'
-                "</table></div>")
-
-    @staticmethod
-    def _sign_class(name: str, v: Any) -> str:
-        if is_missing(v) or isinstance(v, str) or name in ("trades", "max_drawdown"):
-            return ""
-        return "pos" if v > 0 else "neg" if v < 0 else ""
+        return (
+            "<h3>Test window: agent against baselines</h3>"
+            '<p class="lead">Best value per fold in bold. Same bars, same fill model and costs.</p>'
+            + _table(head, rows)
+        )
 
     def series_section(self, i: int, s: Series) -> str:
         group = f"s{i}"
         self.time[group] = time_segments(s.ts, self.max_points)
+        mix = self.mix_chart(group, s)
+        side = [mix, self.components_chart(group, s)] if s.components else [mix]
+        return (
+            f'<section id="series-{i}"><h2>{escape(s.name)}</h2>'
+            + self.series_stats(s)
+            + self.equity_charts(group, s)
+            + self.price_chart(group, s)
+            + '<div class="grid2">'
+            + "".join(side)
+            + "</div>"
+            + self.trade_list(s)
+            + "</section>"
+        )
+
+    @staticmethod
+    def _decimation_note(kept: int, n: int) -> str:
+        if kept >= n:
+            return ""
+        return f"{kept:,} of {n:,} bars plotted (min/max-preserving decimation)."
+
+    def equity_charts(self, group: str, s: Series) -> str:
         n = s.ts.size
-        parts = [f'<section id="series-{i}"><h2>{escape(s.name)}</h2>', self.series_stats(s)]
-        policies = list(s.equity)
-        styles = {p: {"color": PALETTE[k % len(PALETTE)], "width": 2.25 if k == 0 else 1.5,
-                      **({"dash": [6, 4]} if k >= 4 else {})}
-                  for k, p in enumerate(policies)}
-        dec_note = ""
-
-        def note_for(kept: int) -> str:
-            return f"{kept:,} of {n:,} bars plotted (min/max-preserving decimation)." if kept < n else ""
-
+        styles = {
+            p: {
+                "color": PALETTE[k % len(PALETTE)],
+                "width": 2.25 if k == 0 else 1.5,
+                **({"dash": [6, 4]} if k >= 4 else {}),
+            }
+            for k, p in enumerate(s.equity)
+        }
         spec, kept = self.bar_chart(group, "line", "money", 300, s.equity, styles)
-        dec_note = note_for(kept)
-        parts.append(self.chart(spec, "Equity: agent against baselines", dec_note))
-
+        equity = self.chart(
+            spec, "Equity: agent against baselines", self._decimation_note(kept, n)
+        )
         dd = {p: _drawdown(e) for p, e in s.equity.items()}
         dd_styles = {p: dict(st) for p, st in styles.items()}
-        dd_styles[policies[0]]["fill"] = _rgba(PALETTE[0], 0.12)
+        dd_styles[next(iter(s.equity))]["fill"] = _rgba(PALETTE[0], 0.12)
         spec, kept = self.bar_chart(group, "line", "pct", 200, dd, dd_styles, ymax0=True)
-        parts.append(self.chart(spec, "Drawdown from running peak", note_for(kept)))
+        drawdown = self.chart(spec, "Drawdown from running peak", self._decimation_note(kept, n))
+        return equity + drawdown
 
+    def price_chart(self, group: str, s: Series) -> str:
         markers, shown = self.markers(s)
-        spec, kept = self.bar_chart(group, "price", "price", 320, {"close": s.close},
-                                    {"close": {"color": "#334155", "width": 1.25}}, markers=markers)
-        legend = ('<div class="marker-legend"><span class="mk long">\u25b2</span> long entry'
-                  '<span class="mk short">\u25bc</span> short entry<span class="mk exit">\u00d7</span> exit'
-                  "</div>")
-        notes = [note_for(kept)]
+        style = {"close": {"color": "#334155", "width": 1.25}}
+        spec, kept = self.bar_chart(
+            group, "price", "price", 320, {"close": s.close}, style, markers=markers
+        )
+        legend = (
+            '<div class="marker-legend">'
+            '<span class="mk long">\u25b2</span> long entry'
+            '<span class="mk short">\u25bc</span> short entry'
+            '<span class="mk exit">\u00d7</span> exit</div>'
+        )
+        notes = [self._decimation_note(kept, s.ts.size)]
         if shown < len(s.trades):
             notes.append(f"Markers for {shown:,} of {len(s.trades):,} trades (evenly spaced).")
         if not s.trades:
             notes.append("No trades in this window.")
-        parts.append(self.chart(spec, "Price with entries and exits", " ".join(x for x in notes if x), legend))
+        note = " ".join(x for x in notes if x)
+        return self.chart(spec, "Price with entries and exits", note, legend)
 
+    def mix_chart(self, group: str, s: Series) -> str:
+        """Stacked rolling shares: plotted as cumulative tops (flat+long+short, long+short, short)."""
         direction = s.direction if s.direction is not None else _direction_from_trades(s)
-        w = mix_window(n)
+        w = mix_window(s.ts.size)
         share = rolling_shares(direction, w)
         stacked = {"flat": share.sum(axis=0), "long": share[1] + share[2], "short": share[2]}
-        mix_styles = {"flat": {"color": "#94a3b8", "fill": FLAT, "width": 0.5},
-                      "long": {"color": LONG, "fill": _rgba(LONG, 0.85), "width": 0.5},
-                      "short": {"color": SHORT, "fill": _rgba(SHORT, 0.85), "width": 0.5}}
-        spec, kept = self.bar_chart(group, "mix", "pct", 200, stacked, mix_styles)
+        styles = {
+            "flat": {"color": "#94a3b8", "fill": FLAT, "width": 0.5},
+            "long": {"color": LONG, "fill": _rgba(LONG, 0.85), "width": 0.5},
+            "short": {"color": SHORT, "fill": _rgba(SHORT, 0.85), "width": 0.5},
+        }
+        spec, _ = self.bar_chart(group, "mix", "pct", 200, stacked, styles)
         src = "position per bar" if s.direction is not None else "derived from the trade list"
-        grid = [self.chart(spec, "Action mix over time",
-                           f"Share of the last {w:,} bars spent flat / long / short ({src}).", wide=False)]
-        if s.components:
-            cum = {k: np.cumsum(np.nan_to_num(v, nan=0.0)) for k, v in s.components.items()}
-            comp_styles = {k: {"color": PALETTE[j % len(PALETTE)], "width": 1.5} for j, k in enumerate(cum)}
-            spec, kept = self.bar_chart(group, "line", "money", 200, cum, comp_styles)
-            grid.append(self.chart(spec, "Cumulative reward components",
-                                   "Running sum of each component as recorded.", wide=False))
-        parts.append('<div class="grid2">' + "".join(grid) + "</div>")
-        parts.append(self.trade_list(s))
-        parts.append("</section>")
-        return "".join(parts)
+        note = f"Share of the last {w:,} bars spent flat / long / short ({src})."
+        return self.chart(spec, "Action mix over time", note, wide=False)
+
+    def components_chart(self, group: str, s: Series) -> str:
+        cum = {k: np.cumsum(np.nan_to_num(v, nan=0.0)) for k, v in s.components.items()}
+        styles = {k: {"color": PALETTE[j % len(PALETTE)], "width": 1.5} for j, k in enumerate(cum)}
+        spec, _ = self.bar_chart(group, "line", "money", 200, cum, styles)
+        note = "Running sum of each component as recorded."
+        return self.chart(spec, "Cumulative reward components", note, wide=False)
 
     def series_stats(self, s: Series) -> str:
-        n = s.ts.size
         longs = sum(t.side == "long" for t in s.trades)
         pnls = [t.pnl for t in s.trades if not math.isnan(t.pnl)]
-        items = [("Bars", fmt_integer(n)),
-                 ("From", fmt_time(int(s.ts[0]))), ("To", fmt_time(int(s.ts[-1]))),
-                 ("Trades", f"{len(s.trades):,} ({longs:,} long / {len(s.trades) - longs:,} short)"),
-                 ("Win rate", fmt_percent(sum(p > 0 for p in pnls) / len(pnls) if pnls else None)),
-                 ("Trade PnL", fmt_number(sum(pnls) if pnls else None))]
+        items = [
+            ("Bars", fmt_integer(s.ts.size)),
+            ("From", fmt_time(int(s.ts[0]))),
+            ("To", fmt_time(int(s.ts[-1]))),
+            ("Trades", f"{len(s.trades):,} ({longs:,} long / {len(s.trades) - longs:,} short)"),
+            ("Win rate", fmt_percent(sum(p > 0 for p in pnls) / len(pnls) if pnls else None)),
+            ("Trade PnL", fmt_number(sum(pnls) if pnls else None)),
+        ]
         for p, e in s.equity.items():
             finite = e[np.isfinite(e)]
             ret = finite[-1] / finite[0] - 1 if finite.size and finite[0] > 0 else None
             items.append((f"Return {p}", fmt_percent(ret)))
-        return '<div class="stats">' + "".join(
-            f'<div class="stat"><span class="k">{escape(k)}</span><span class="v">{escape(v)}</span></div>'
-            for k, v in items) + "</div>"
+        cells = "".join(
+            f'<div class="stat"><span class="k">{escape(k)}</span>'
+            f'<span class="v">{escape(v)}</span></div>'
+            for k, v in items
+        )
+        return f'<div class="stats">{cells}</div>'
 
     def markers(self, s: Series) -> tuple[dict[str, list[Any]], int]:
+        """Entry/exit marker positions (bar index, price) for the trades inside the series."""
         trades = [t for t in s.trades if s.ts[0] <= t.entry_ts <= s.ts[-1]]
         if len(trades) > MAX_TRADE_MARKERS:
-            pick_idx = np.unique(np.linspace(0, len(trades) - 1, MAX_TRADE_MARKERS).astype(int))
-            trades = [trades[k] for k in pick_idx]
+            keep = np.unique(np.linspace(0, len(trades) - 1, MAX_TRADE_MARKERS).astype(int))
+            trades = [trades[k] for k in keep]
         m: dict[str, list[Any]] = {"ei": [], "ep": [], "es": [], "xi": [], "xp": []}
         for t in trades:
             if not math.isfinite(t.entry_price):
@@ -393,22 +500,28 @@ class _Page:
     def trade_list(self, s: Series) -> str:
         if not s.trades:
             return ""
-        head = ("<tr><th class=num>#</th><th>Side</th><th>Entry</th><th class=num>Entry price</th>"
-                "<th>Exit</th><th class=num>Exit price</th><th class=num>Contracts</th>"
-                "<th class=num>PnL</th><th>Exit reason</th></tr>")
+        head = (
+            "<tr><th class=num>#</th><th>Side</th><th>Entry</th><th class=num>Entry price</th>"
+            "<th>Exit</th><th class=num>Exit price</th><th class=num>Contracts</th>"
+            "<th class=num>PnL</th><th>Exit reason</th></tr>"
+        )
         rows = []
         for k, t in enumerate(s.trades[:MAX_TRADE_ROWS]):
+            exit_time = DASH if t.exit_ts is None else fmt_time(t.exit_ts)
             rows.append(
-                f"<tr><td class=num>{k + 1}</td><td class=\"side {t.side}\">{t.side}</td>"
+                f'<tr><td class=num>{k + 1}</td><td class="side {t.side}">{t.side}</td>'
                 f"<td>{fmt_time(t.entry_ts)}</td>{_num_cell(fmt_number(t.entry_price))}"
-                f"<td>{DASH if t.exit_ts is None else fmt_time(t.exit_ts)}</td>{_num_cell(fmt_number(t.exit_price))}"
-                f"{_num_cell(fmt_number(t.contracts))}{_num_cell(fmt_number(t.pnl), self._sign_class('pnl', t.pnl))}"
-                f"<td>{escape(t.exit_reason) or DASH}</td></tr>")
+                f"<td>{exit_time}</td>{_num_cell(fmt_number(t.exit_price))}"
+                f"{_num_cell(fmt_number(t.contracts))}"
+                f"{_num_cell(fmt_number(t.pnl), _sign_class(t.pnl))}"
+                f"<td>{escape(t.exit_reason) or DASH}</td></tr>"
+            )
         more = len(s.trades) - MAX_TRADE_ROWS
         tail = f'<p class="note">{more:,} more trades not listed.</p>' if more > 0 else ""
-        return (f"<details class=\"trades\"><summary>Trade list ({len(s.trades):,})</summary>"
-                f'<div class="table-wrap"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody>'
-                f"</table></div>{tail}</details>")
+        return (
+            f'<details class="trades"><summary>Trade list ({len(s.trades):,})</summary>'
+            f"{_table(head, rows)}{tail}</details>"
+        )
 
     def training_section(self) -> str:
         lines: dict[tuple[int, int], dict[str, Any]] = {}
@@ -425,20 +538,38 @@ class _Page:
             for j, f in enumerate(folds):
                 ys = [self._training_value(lines.get((f, e)), key) for e in epochs]
                 if any(math.isfinite(y) for y in ys):
-                    series.append({"label": f"fold {f}", "color": PALETTE[j % len(PALETTE)], "width": 1.75,
-                                   "y": _values(np.asarray(ys))})
+                    series.append(
+                        {
+                            "label": f"fold {f}",
+                            "color": PALETTE[j % len(PALETTE)],
+                            "width": 1.75,
+                            "y": _values(np.asarray(ys)),
+                        }
+                    )
             if not series:
                 continue
-            spec = {"kind": "line", "group": None, "xkind": "epoch", "fmt": fmt, "height": 220,
-                    "x": epochs, "series": series}
+            spec = {
+                "kind": "line",
+                "group": None,
+                "xkind": "epoch",
+                "fmt": fmt,
+                "height": 220,
+                "x": epochs,
+                "series": series,
+            }
             figures.append(self.chart(spec, title, wide=False))
         if not figures:
             return ""
         marks = ", ".join(f"fold {f}: {b}" for f, b in sorted(best.items()) if b is not None)
-        lead = f"Per-epoch diagnostics from run.jsonl. Best epoch by validation Sharpe \u2014 {marks}." if marks \
+        lead = (
+            f"Per-epoch diagnostics from run.jsonl. Best epoch by validation Sharpe \u2014 {marks}."
+            if marks
             else "Per-epoch diagnostics from run.jsonl."
-        return (f'<section id="training"><h2>Training</h2><p class="lead">{escape(lead)}</p>'
-                f'<div class="grid3">{"".join(figures)}</div></section>')
+        )
+        return (
+            f'<section id="training"><h2>Training</h2><p class="lead">{escape(lead)}</p>'
+            f'<div class="grid3">{"".join(figures)}</div></section>'
+        )
 
     @staticmethod
     def _training_value(line: dict[str, Any] | None, key: str) -> float:
@@ -457,17 +588,22 @@ class _Page:
         names: list[str] = []
         for r in rows:
             names += [k for k in r if k not in ("policy", "window") and k not in names]
-        head = "<tr><th>Policy</th><th>Window</th>" + "".join(
-            f"<th class=num>{escape(label(n))}</th>" for n in names) + "</tr>"
+        head = (
+            "<tr><th>Policy</th><th>Window</th>"
+            + "".join(f"<th class=num>{escape(label(n))}</th>" for n in names)
+            + "</tr>"
+        )
         body = []
         for r in rows:
             cells = [f"<td>{escape(r['policy'])}</td>", f"<td>{escape(r['window'])}</td>"]
             cells += [_num_cell(fmt_metric(n, r.get(n))) for n in names]
             body.append("<tr>" + "".join(cells) + "</tr>")
-        return ('<section id="metrics"><h2>Metrics</h2><p class="lead">Returns, volatility, drawdown, '
-                "win rate and exposure in percent; ratios annualised as described in the run.</p>"
-                f'<div class="table-wrap"><table class="dense"><thead>{head}</thead>'
-                f'<tbody>{"".join(body)}</tbody></table></div></section>')
+        return (
+            '<section id="metrics"><h2>Metrics</h2><p class="lead">Returns, volatility, drawdown, '
+            "win rate and exposure in percent; ratios annualised as described in the run.</p>"
+            f'<div class="table-wrap"><table class="dense"><thead>{head}</thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div></section>"
+        )
 
     # page -----------------------------------------------------------------------------------
 
@@ -489,10 +625,13 @@ class _Page:
             body.append(self.metrics_section())
             toc.append(("metrics", "Metrics"))
         if not toc:
-            body.append('<section><p class="lead">This report has no folds, series, training log or '
-                        "metrics to show.</p></section>")
-        payload = json.dumps({"charts": self.charts, "time": self.time}, separators=(",", ":"),
-                             allow_nan=False).replace("<", "\\u003c")
+            body.append(
+                '<section><p class="lead">This report has no folds, series, training log or '
+                "metrics to show.</p></section>"
+            )
+        payload = json.dumps(
+            {"charts": self.charts, "time": self.time}, separators=(",", ":"), allow_nan=False
+        ).replace("<", "\\u003c")
         return f"""<!DOCTYPE html>
 <html lang="en" data-charts-expected="{len(self.charts)}" data-charts-rendered="0" data-errors="">
 <head>

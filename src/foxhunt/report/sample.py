@@ -8,7 +8,7 @@ $50 points and per-contract costs. The numbers are illustrative, not a trained m
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ CAPITAL = 100_000.0
 def _sma(x: np.ndarray, n: int) -> np.ndarray:
     c = np.cumsum(np.concatenate(([0.0], x)))
     out = np.full(x.size, np.nan)
-    out[n - 1:] = (c[n:] - c[:-n]) / n
+    out[n - 1 :] = (c[n:] - c[:-n]) / n
     return out
 
 
@@ -50,8 +50,9 @@ def _run(close: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return gross, cost, CAPITAL + np.cumsum(gross - cost)
 
 
-def _trades(ts: np.ndarray, close: np.ndarray, pos: np.ndarray, net: np.ndarray,
-            rng: np.random.Generator) -> list[dict[str, Any]]:
+def _trades(
+    ts: np.ndarray, close: np.ndarray, pos: np.ndarray, net: np.ndarray, rng: np.random.Generator
+) -> list[dict[str, Any]]:
     out = []
     t, n = 0, pos.size
     while t < n:
@@ -63,23 +64,39 @@ def _trades(ts: np.ndarray, close: np.ndarray, pos: np.ndarray, net: np.ndarray,
             t += 1
         end = min(t, n - 1)
         reason = "window end" if t >= n else ("trailing stop" if rng.random() < 0.2 else "signal")
-        out.append({"entry_ts": int(ts[start]), "exit_ts": int(ts[end]), "entry_price": float(close[start]),
-                    "exit_price": float(close[end]), "side": "long" if side > 0 else "short",
-                    "contracts": 1.0, "pnl": round(float(net[start + 1:end + 1].sum()) - COST_PER_CONTRACT, 2),
-                    "exit_reason": reason})
+        out.append(
+            {
+                "entry_ts": int(ts[start]),
+                "exit_ts": int(ts[end]),
+                "entry_price": float(close[start]),
+                "exit_price": float(close[end]),
+                "side": "long" if side > 0 else "short",
+                "contracts": 1.0,
+                "pnl": round(float(net[start + 1 : end + 1].sum()) - COST_PER_CONTRACT, 2),
+                "exit_reason": reason,
+            }
+        )
     return out
 
 
-def _metrics(ts: np.ndarray, equity: np.ndarray, n_trades: int, trades: list[dict[str, Any]] | None) -> dict:
+def _metrics(
+    ts: np.ndarray, equity: np.ndarray, n_trades: int, trades: list[dict[str, Any]] | None
+) -> dict:
     pnl = np.diff(equity, prepend=CAPITAL)
     ppy = periods_per_year_from_ts(ts)
     wins = [t["pnl"] > 0 for t in trades] if trades else []
-    return {"sharpe": sharpe(pnl / CAPITAL, ppy), "return": float(equity[-1] / CAPITAL - 1),
-            "max_drawdown": max_drawdown(equity), "trades": n_trades,
-            "win_rate": float(np.mean(wins)) if wins else None}
+    return {
+        "sharpe": sharpe(pnl / CAPITAL, ppy),
+        "return": float(equity[-1] / CAPITAL - 1),
+        "max_drawdown": max_drawdown(equity),
+        "trades": n_trades,
+        "win_rate": float(np.mean(wins)) if wins else None,
+    }
 
 
-def sample_report_data(n_folds: int = 3, test_bars: int = 2000, epochs: int = 12, seed: int = 7) -> dict[str, Any]:
+def sample_report_data(
+    n_folds: int = 3, test_bars: int = 2000, epochs: int = 12, seed: int = 7
+) -> dict[str, Any]:
     """A complete report data dict (every optional field filled) from a synthetic market."""
     rng = np.random.default_rng(seed)
     val_bars, train_bars = test_bars // 2, 3 * test_bars
@@ -89,7 +106,12 @@ def sample_report_data(n_folds: int = 3, test_bars: int = 2000, epochs: int = 12
     agent_pos = _agent_positions(market.signal, rng)
     fast, slow = _sma(close, 30), _sma(close, 120)
     sma_pos = np.nan_to_num(np.sign(fast - slow))
-    policies = {"agent": agent_pos, "buy-and-hold": np.ones(n), "sma 30/120": sma_pos, "flat": np.zeros(n)}
+    policies = {
+        "agent": agent_pos,
+        "buy-and-hold": np.ones(n),
+        "sma 30/120": sma_pos,
+        "flat": np.zeros(n),
+    }
 
     folds, series, metrics, training = [], [], [], []
     for k in range(n_folds):
@@ -103,26 +125,41 @@ def sample_report_data(n_folds: int = 3, test_bars: int = 2000, epochs: int = 12
                 pos = pos_all[a:b].copy()
                 pos[-1] = 0.0  # flat at the window's end
                 gross, cost, eq = _run(close[a:b], pos)
-                trades = _trades(ts[a:b], close[a:b], pos, gross - cost, rng) if name == "agent" else None
+                trades = (
+                    _trades(ts[a:b], close[a:b], pos, gross - cost, rng)
+                    if name == "agent"
+                    else None
+                )
                 n_tr = int(np.count_nonzero(np.diff(pos, prepend=0.0)))
                 results[f"{name}/{window}"] = _metrics(ts[a:b], eq, n_tr, trades)
                 if window == "test":
                     equity[name] = eq.tolist()
                     if name == "agent":
                         agent_trades, comps = trades, (gross, cost, pos)
-                    metrics.append({"policy": name, "window": f"fold {k} test", **results[f"{name}/test"]})
+                    metrics.append(
+                        {"policy": name, "window": f"fold {k} test", **results[f"{name}/test"]}
+                    )
         gross, cost, pos = comps
         flat = pos == 0
         direction = np.where(pos > 0, 1, np.where(pos < 0, 2, 0))
         dd = CAPITAL + np.cumsum(gross - cost)
         dd_growth = np.diff(np.fmax.accumulate(dd) - dd, prepend=0.0).clip(min=0)
-        series.append({
-            "name": f"fold {k} test", "ts": ts[te[0]:te[1]].tolist(), "close": close[te[0]:te[1]].tolist(),
-            "equity": equity, "trades": agent_trades, "direction": direction.tolist(),
-            "components": {"pnl": gross.tolist(), "cost": (-cost).tolist(),
-                           "drawdown_penalty": (-0.05 * dd_growth).tolist(),
-                           "hold_cost": np.where(flat, -0.4, 0.0).tolist()},
-        })
+        series.append(
+            {
+                "name": f"fold {k} test",
+                "ts": ts[te[0] : te[1]].tolist(),
+                "close": close[te[0] : te[1]].tolist(),
+                "equity": equity,
+                "trades": agent_trades,
+                "direction": direction.tolist(),
+                "components": {
+                    "pnl": gross.tolist(),
+                    "cost": (-cost).tolist(),
+                    "drawdown_penalty": (-0.05 * dd_growth).tolist(),
+                    "hold_cost": np.where(flat, -0.4, 0.0).tolist(),
+                },
+            }
+        )
         val_target = results["agent/val"]["sharpe"]
         curve = []
         for e in range(epochs):
@@ -131,21 +168,41 @@ def sample_report_data(n_folds: int = 3, test_bars: int = 2000, epochs: int = 12
             curve.append(vs)
             p_flat = 0.7 - 0.3 * progress + 0.03 * rng.standard_normal()
             p_long = (1 - p_flat) * (0.5 + 0.05 * rng.standard_normal())
-            training.append({
-                "fold": k, "epoch": e, "loss": 0.9 * math.exp(-2.2 * e / epochs) + 0.05 + 0.02 * rng.random(),
-                "mean_q": 0.4 * progress + 0.02 * rng.standard_normal(), "td_p99": 2.5 * math.exp(-e / epochs) + 0.1,
-                "grad_norm": 1.5 * math.exp(-e / epochs) + 0.2 * rng.random(), "flat": p_flat,
-                "action_mix": [[p_flat, p_long, 1 - p_flat - p_long], [0.4, 0.35, 0.25], [0.5, 0.3, 0.2]],
-                "val": {"sharpe": vs, "return": vs / 200, "trades": int(40 + 5 * e)},
-            })
+            training.append(
+                {
+                    "fold": k,
+                    "epoch": e,
+                    "loss": 0.9 * math.exp(-2.2 * e / epochs) + 0.05 + 0.02 * rng.random(),
+                    "mean_q": 0.4 * progress + 0.02 * rng.standard_normal(),
+                    "td_p99": 2.5 * math.exp(-e / epochs) + 0.1,
+                    "grad_norm": 1.5 * math.exp(-e / epochs) + 0.2 * rng.random(),
+                    "flat": p_flat,
+                    "action_mix": [
+                        [p_flat, p_long, 1 - p_flat - p_long],
+                        [0.4, 0.35, 0.25],
+                        [0.5, 0.3, 0.2],
+                    ],
+                    "val": {"sharpe": vs, "return": vs / 200, "trades": int(40 + 5 * e)},
+                }
+            )
         best = int(np.argmax(curve))
-        folds.append({
-            "fold": k, "windows": {"train": list(tr), "val": list(va), "test": list(te)}, "best_epoch": best,
-            "val": results["agent/val"], "test": results["agent/test"],
-            "baselines": {p: results[f"{p}/test"] for p in policies if p != "agent"},
-        })
+        folds.append(
+            {
+                "fold": k,
+                "windows": {"train": list(tr), "val": list(va), "test": list(te)},
+                "best_epoch": best,
+                "val": results["agent/val"],
+                "test": results["agent/test"],
+                "baselines": {p: results[f"{p}/test"] for p in policies if p != "agent"},
+            }
+        )
     return {
-        "title": "ES walk-forward: synthetic demo", "symbol": "ES", "bars": "1m",
-        "generated": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        "folds": folds, "training": training, "series": series, "metrics": metrics,
+        "title": "ES walk-forward: synthetic demo",
+        "symbol": "ES",
+        "bars": "1m",
+        "generated": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "folds": folds,
+        "training": training,
+        "series": series,
+        "metrics": metrics,
     }

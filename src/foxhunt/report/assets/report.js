@@ -24,8 +24,13 @@
     return v.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d }).replace("-", MINUS);
   }
   function decimalsFor(incr) {
+    // Fewest decimals that write the tick increment exactly (0.25 -> 2, 2.5 -> 1, 500 -> 0).
     if (!(incr > 0) || !isFinite(incr)) return 2;
-    return Math.max(0, Math.min(6, Math.ceil(-Math.log10(incr) - 1e-9)));
+    for (var d = 0; d < 6; d++) {
+      var x = incr * Math.pow(10, d);
+      if (Math.abs(x - Math.round(x)) < 1e-6 * Math.max(1, x)) return d;
+    }
+    return 6;
   }
   function axisNumber(v, incr, maxAbs) {
     if (maxAbs >= 1e6) return fixed(v / 1e6, decimalsFor(incr / 1e6)) + "M";
@@ -147,7 +152,7 @@
           return v == null ? DASH : f.legend(v);
         }
       };
-      if (isBar) o.points = { show: false };
+      if (isBar) o.points = n < 3 ? { show: true, size: 7 } : { show: false };
       if (s.fill) o.fill = s.fill;
       if (s.dash) o.dash = s.dash;
       series.push(o);
@@ -156,7 +161,11 @@
     var yRange = spec.kind === "mix" ? [0, 1] : function (u, min, max) {
       if (min == null || max == null || !isFinite(min) || !isFinite(max)) return [0, 1];
       if (spec.ymax0) max = Math.max(max, 0);
-      if (min === max) { var p = Math.abs(min) * 0.01 || 1; return [min - p, max + p]; }
+      if (min === max) {
+        if (spec.ymax0) return [Math.min(min, 0) - 0.01, 0];
+        var p = Math.abs(min) * 0.01 || 1;
+        return [min - p, max + p];
+      }
       var pad = (max - min) * 0.05;
       return [min - pad, spec.ymax0 ? max : max + pad];
     };
@@ -170,9 +179,10 @@
       values: function (u, splits) {
         return splits.map(function (v) {
           if (v == null) return "";
-          if (!isBar) return Number.isInteger(v) ? String(v) : "";
-          var i = Math.max(spec.x[0], Math.min(spec.x[n - 1], Math.round(v)));
-          return fmtTime(timeAt(spec.group, i), mode);
+          if (!Number.isInteger(v)) return "";
+          if (!isBar) return String(v);
+          if (v < spec.x[0] || v > spec.x[n - 1]) return "";
+          return fmtTime(timeAt(spec.group, v), mode);
         });
       }
     });

@@ -1,0 +1,64 @@
+"""Backtests on the training env's fill model: checkpoints and baselines over any bar range,
+many policies x windows batched on the device, trades, equity curves and metrics.
+
+    results = run_backtest(bars, instrument, policies={"sma": parse_strategy("sma:10,30")},
+                           windows=[(0, len(bars))], env_config=EnvConfig())
+    write_trades(results, "trades.parquet")
+"""
+
+from foxhunt.backtest.engine import Backtester, Job, StepLoop, resolve_device, run_backtest
+from foxhunt.backtest.results import (
+    BacktestResult,
+    bars_table,
+    read_table,
+    report_series,
+    trades_table,
+    write_bars,
+    write_table,
+    write_trades,
+)
+from foxhunt.backtest.strategies import (
+    STRATEGY_FORMS,
+    ActionReplay,
+    BuyAndHold,
+    CheckpointPolicy,
+    Flat,
+    PolicySpec,
+    RandomActions,
+    SmaCross,
+    TablePolicy,
+    checkpoint_policy,
+    parse_strategy,
+)
+from foxhunt.backtest.trades import EXIT_REASONS, TRADE_COLUMNS, Trades, extract_trades
+
+__all__ = [
+    "EXIT_REASONS",
+    "STRATEGY_FORMS",
+    "TRADE_COLUMNS",
+    "ActionReplay",
+    "BacktestResult",
+    "Backtester",
+    "BuyAndHold",
+    "CheckpointPolicy",
+    "Flat",
+    "Job",
+    "PolicySpec",
+    "RandomActions",
+    "SmaCross",
+    "StepLoop",
+    "TablePolicy",
+    "Trades",
+    "bars_table",
+    "checkpoint_policy",
+    "extract_trades",
+    "parse_strategy",
+    "read_table",
+    "report_series",
+    "resolve_device",
+    "run_backtest",
+    "trades_table",
+    "write_bars",
+    "write_table",
+    "write_trades",
+]

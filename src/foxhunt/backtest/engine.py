@@ -1,0 +1,399 @@
+"""The backtester: policies x windows stepped through the training env, batched on the device.
+
+There is one fill model. Every backtest drives `TradingVecEnv.step` (fills, costs, trailing
+stops, position limits, session flatten), so a backtest pays exactly what the env charged; this
+module only decides where each env starts and which policy acts in it, and reads the per-step
+records back once at the end.
+
+A window [start, stop) is one episode: the first decision is taken at the close of bar `start`
+(later if a policy's inputs are still warming up), the last at the close of bar stop-2 (it fills
+at the open of stop-1), and whatever is still open at the close of bar stop-1 is flattened
+there: a market-on-close through `fills.execute`, slippage against the trader, exactly like the
+env's session-end flatten, so its exit cost counts.
+
+Two ways to step, same numbers:
+
+- Lock-step (any policy). Every (policy, window) pair is one env of a single `TradingVecEnv`
+  (n_envs = policies x windows on one shared `MarketTensors`); each policy acts on its own slice
+  of envs; all run to the longest window and shorter ones are masked out. Per-step records go
+  into preallocated device tensors, read once at the end. On CUDA the step (all policies +
+  env.step + the record) is optionally compiled with `torch.compile` and captured as a CUDA graph
+  of `GRAPH_BLOCK` steps, replayed with no host synchronisation.
+- Chunked (table policies without armed stops, no drawdown or trade-close shaping). Their
+  action at bar t is known in advance and the env state that matters for money after one step
+  is the position alone (target = last decision, or flat after a session end). A window is cut
+  into chunks of L decisions; chunk j > 0 starts flat one bar early and its first step (a warm-up
+  that re-takes the previous chunk's last decision) is dropped. Every later step then sees the
+  same position, fills, costs and mark-to-market as a sequential run, so thousands of chunks step
+  in parallel through the same `env.step` (a test checks equality to the cent). This is what lets
+  the SMA baseline run at millions of bars per second on a CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from foxhunt.backtest.results import COL, RECORD, BacktestResult, assemble
+from foxhunt.backtest.strategies import PolicySpec, TableActions, TablePolicy
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env import fills
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import Book, CostModel
+from foxhunt.env.market import MarketTensors
+from foxhunt.env.vector_env import REWARD_COMPONENTS, TradingVecEnv
+from foxhunt.errors import ConfigError
+
+GRAPH_BLOCK = 128
+MIN_CHUNK = 64
+CHUNK_LANES = {"cpu": 16_384, "cuda": 131_072}
+
+Policy = Callable[[Tensor, Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One backtest: `policy` over bars [start, stop) of the series."""
+
+    name: str
+    policy: PolicySpec
+    window: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    job: Job
+    first: int  # first decision bar
+    stop: int
+
+    @property
+    def steps(self) -> int:
+        return self.stop - 1 - self.first
+
+
+@dataclass
+class _Batch:
+    """Envs of one lock-step run and where each plan's decisions land in its records."""
+
+    mode: str  # "lockstep" (graphed and compiled where enabled) or "chunked" (eager: few steps)
+    starts: list[int]
+    policies: list[tuple[Policy, int, int]]  # (callable, first env, end env)
+    steps: int
+    segments: list[list[tuple[int, int, int]]]  # per plan: (env, first step, count)
+
+
+def resolve_device(device: torch.device | str | None) -> torch.device:
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda: no CUDA device is available (use cpu or auto)")
+    return device
+
+
+def backtest_env_config(env_config: EnvConfig) -> EnvConfig:
+    """The env settings of a backtest: one window bar of placeholder features (policies gather
+    their own), no ruin stop (a backtest runs to the end of its window)."""
+    return env_config.model_copy(update={"window": 1, "ruin_loss": math.inf})
+
+
+class Backtester:
+    """Runs jobs on one bar series; the market is uploaded once and shared by every job.
+
+    `costs=False` sets commission and slippage to 0. `graphs`/`compile` (default: on, on CUDA)
+    choose how the lock-step loop runs on CUDA; if compiling fails, the loop runs uncompiled
+    with a warning. `chunked=False` steps table policies lock-step too (for tests).
+    """
+
+    def __init__(
+        self,
+        bars: Bars,
+        instrument: Instrument,
+        env_config: EnvConfig | None = None,
+        *,
+        costs: bool = True,
+        device: torch.device | str | None = None,
+        capital: float = 100_000.0,
+        graphs: bool | None = None,
+        compile: bool | None = None,
+        chunked: bool = True,
+    ):
+        if not capital > 0:
+            raise ConfigError(f"capital must be > 0, got {capital}")
+        self.bars, self.instrument, self.costs, self.capital = bars, instrument, costs, capital
+        self.device = resolve_device(device)
+        cuda = self.device.type == "cuda"
+        self.graphs = cuda if graphs is None else graphs and cuda
+        self.compile = cuda if compile is None else compile
+        self.chunked = chunked
+        self.env_config = backtest_env_config(env_config or EnvConfig())
+        if not costs:
+            self.env_config = self.env_config.model_copy(update={"slippage_ticks": 0.0})
+        placeholder = np.zeros((len(bars), 1), dtype=np.float32)
+        self.market = MarketTensors.from_bars(bars, placeholder, instrument, self.env_config,
+                                              self.device)
+        self.cost = CostModel.from_instrument(instrument, self.env_config.slippage_ticks)
+        if not costs:
+            self.cost = CostModel(instrument.tick_size, instrument.point_value, 0.0, 0.0)
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _plan(self, job: Job) -> _Plan:
+        n = len(self.bars)
+        start, stop = (int(x) for x in job.window)
+        if not 0 <= start < stop <= n:
+            raise ConfigError(f"{job.name}: window [{start}, {stop}) must lie inside [0, {n})")
+        first = max(start, job.policy.first_bar())
+        if stop - first < 2:
+            raise ConfigError(
+                f"{job.name}: window [{start}, {stop}) leaves no decision: the policy can act "
+                f"from bar {first} and a decision needs the bar after it; widen the window"
+            )
+        return _Plan(job, first, stop)
+
+    def _chunkable(self, plan: _Plan, table: np.ndarray | None) -> bool:
+        cfg = self.env_config
+        if table is None or not self.chunked or cfg.drawdown_penalty or cfg.trade_close_bonus:
+            return False
+        rows = table[plan.first : plan.stop - 1]
+        multiples = np.array([0.0, *cfg.stop_atr_multiples])
+        return not bool(((rows[:, 0] != 0) & (multiples[rows[:, 2]] > 0)).any())
+
+    # -- running ---------------------------------------------------------------------------
+
+    def run(self, jobs: Sequence[Job]) -> list[BacktestResult]:
+        """Results in the order of `jobs`."""
+        plans = [self._plan(j) for j in jobs]
+        tables: dict[int, np.ndarray] = {}
+        for p in plans:
+            if isinstance(p.job.policy, TablePolicy) and id(p.job.policy) not in tables:
+                tables[id(p.job.policy)] = p.job.policy.table(self.bars.close)
+        chunked = [i for i, p in enumerate(plans)
+                   if self._chunkable(p, tables.get(id(p.job.policy)))]
+        lockstep = [i for i in range(len(plans)) if i not in set(chunked)]
+        records: list[np.ndarray] = [np.zeros(0)] * len(plans)
+        info: list[dict[str, object]] = [{}] * len(plans)
+        for members, make in ((chunked, lambda ps: self._chunk_batch(ps, tables)),
+                              (lockstep, self._lockstep_batch)):
+            if not members:
+                continue
+            batch = make([plans[i] for i in members])
+            out, batch_info = self._run_batch(batch)
+            for i, rec in zip(members, out, strict=True):
+                records[i], info[i] = rec, batch_info
+        ends = self._final_flatten(plans, records)
+        return [
+            assemble(p.job.name, self.bars, self.instrument, p.first, p.stop, rec, end, self.cost,
+                     self.capital, self.costs, inf)
+            for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
+        ]
+
+    def _chunk_batch(self, plans: list[_Plan], tables: dict[int, np.ndarray]) -> _Batch:
+        n = len(self.bars)
+        total = sum(p.steps for p in plans)
+        lanes = CHUNK_LANES.get(self.device.type, CHUNK_LANES["cpu"])
+        length = max(MIN_CHUNK, math.ceil(total / lanes))
+        length = max(1, min(length, n - 2, max(p.steps for p in plans)))
+        keys = list(dict.fromkeys(id(p.job.policy) for p in plans))
+        starts: list[int] = []
+        which: list[int] = []
+        segments = []
+        for p in plans:
+            segs = []
+            for j in range(math.ceil(p.steps / length)):
+                d0 = j * length
+                count = min(length, p.steps - d0)
+                segs.append((len(starts), 0 if j == 0 else 1, count))
+                starts.append(p.first + d0 - (j > 0))
+                which.append(keys.index(id(p.job.policy)))
+            segments.append(segs)
+        steps = max(s + c for segs in segments for _, s, c in segs)
+        stacked = torch.as_tensor(np.stack([tables[k] for k in keys]), device=self.device)
+        lookup = TableActions(stacked, torch.as_tensor(which, device=self.device))
+        return _Batch("chunked", starts, [(lookup, 0, len(starts))], steps, segments)
+
+    def _lockstep_batch(self, plans: list[_Plan]) -> _Batch:
+        steps = max(p.steps for p in plans)
+        cfg = self.env_config.model_copy(update={"episode_len": steps})
+        built: dict[int, Policy] = {}
+        order = list(dict.fromkeys(id(p.job.policy) for p in plans))
+        by_policy = {k: [p for p in plans if id(p.job.policy) == k] for k in order}
+        starts: list[int] = []
+        policies = []
+        lane_of: dict[int, int] = {}
+        for k, group in by_policy.items():
+            lo = len(starts)
+            for p in group:
+                lane_of[id(p)] = len(starts)
+                starts.append(p.first)
+            if k not in built:
+                built[k] = group[0].job.policy.build(self.market, cfg)
+            policies.append((built[k], lo, len(starts)))
+        segments = [[(lane_of[id(p)], 0, p.steps)] for p in plans]
+        return _Batch("lockstep", starts, policies, steps, segments)
+
+    def _run_batch(self, batch: _Batch) -> tuple[list[np.ndarray], dict[str, object]]:
+        cfg = self.env_config.model_copy(update={"episode_len": batch.steps})
+        cpu = self.device.type == "cpu"
+        env = TradingVecEnv(
+            self.market, cfg, self.cost, n_envs=len(batch.starts), device=self.device,
+            generator=torch.Generator().manual_seed(0) if cpu else None,
+        )  # fmt: skip
+        starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
+        lockstep = batch.mode == "lockstep"
+        loop = StepLoop(env, tuple(batch.policies), compile=self.compile and lockstep)
+        with torch.no_grad():
+            out = loop.run(starts, batch.steps, self.graphs and lockstep)
+        info = {"mode": batch.mode, "device": str(self.device), "n_envs": env.n_envs,
+                "steps": batch.steps, "graphs": loop.graphed, "compiled": loop.compiled}
+        step_idx, lane_idx, sizes = [], [], []
+        for segs in batch.segments:
+            size = 0
+            for lane, s0, count in segs:
+                step_idx.append(np.arange(s0, s0 + count))
+                lane_idx.append(np.full(count, lane))
+                size += count
+            sizes.append(size)
+        si = torch.as_tensor(np.concatenate(step_idx), device=self.device)
+        li = torch.as_tensor(np.concatenate(lane_idx), device=self.device)
+        flat = out[si, li].cpu().numpy()
+        return np.split(flat, np.cumsum(sizes)[:-1]), info
+
+    def _final_flatten(self, plans: list[_Plan], records: list[np.ndarray]) -> list[dict]:
+        """Market-on-close of each job's open position at its last bar, through the fill model."""
+        pos = torch.tensor([r[-1, COL["position"]] for r in records], dtype=torch.float64)
+        close = torch.tensor([self.bars.close[p.stop - 1] for p in plans], dtype=torch.float64)
+        zero = torch.zeros_like(pos)
+        fill = fills.execute(Book(pos, zero, zero), -pos, close, self.cost)
+        return [{"qty": float(q), "price": float(px), "cost": float(c)}
+                for q, px, c in zip(fill.qty, fill.price, fill.cost, strict=True)]
+
+
+class StepLoop:
+    """Steps an env `steps` times under `policies`, recording `RECORD` per step and env.
+
+    Eager: each step writes its row of a preallocated [steps, n_envs, K] tensor. Graphed
+    (CUDA): `GRAPH_BLOCK` steps are captured once into a staging block that is replayed and
+    copied out block by block; nothing in the loop reads a device value on the host.
+    """
+
+    def __init__(self, env: TradingVecEnv, policies: tuple[tuple[Policy, int, int], ...],
+                 compile: bool = False):
+        self.env, self.policies, self.compile = env, policies, compile
+        self.compiled = False
+        self.graphed = False
+
+    def step(self) -> Tensor:
+        fn = _compiled_record_step() if self.compiled else record_step
+        return fn(self.env, self.policies)
+
+    def run(self, starts: Tensor, steps: int, graphs: bool) -> Tensor:
+        env = self.env
+        shape = (env.n_envs, len(RECORD))
+        f64 = {"dtype": torch.float64, "device": env.device}
+        if graphs or self.compile:
+            self._warm_up(starts)
+        env.reset(starts)
+        if not graphs:
+            out = torch.empty((steps, *shape), **f64)
+            for k in range(steps):
+                out[k].copy_(self.step())
+            return out
+        block = min(GRAPH_BLOCK, steps)
+        blocks = math.ceil(steps / block)
+        stage = torch.empty((block, *shape), **f64)
+        out = torch.empty((blocks * block, *shape), **f64)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for k in range(block):
+                stage[k].copy_(self.step())
+        self.graphed = True
+        for b in range(blocks):
+            graph.replay()
+            out[b * block : (b + 1) * block].copy_(stage)
+        return out[:steps]
+
+    def _warm_up(self, starts: Tensor) -> None:
+        """A few steps before the timed loop or capture (compilation, lazy CUDA init), on a side
+        stream on CUDA as graph capture requires; the caller resets the env afterwards. If
+        compiling fails, the loop steps uncompiled."""
+        env = self.env
+        env.reset(starts)
+        cuda = env.device.type == "cuda"
+        side = torch.cuda.Stream(env.device) if cuda else None
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream(env.device))
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+            if self.compile:
+                try:
+                    _compiled_record_step()(env, self.policies)
+                    self.compiled = True
+                except Exception as exc:  # noqa: BLE001 - any compiler failure falls back
+                    first = str(exc).splitlines()[0] if str(exc) else ""
+                    warnings.warn(f"torch.compile of the backtest step failed "
+                                  f"({type(exc).__name__}: {first}); stepping uncompiled",
+                                  RuntimeWarning, stacklevel=2)
+                    env.reset(starts)
+            for _ in range(2):
+                self.step()
+        if side is not None:
+            torch.cuda.current_stream(env.device).wait_stream(side)
+
+
+def record_step(env: TradingVecEnv, policies: tuple[tuple[Policy, int, int], ...]) -> Tensor:
+    """One lock-step: every policy acts on its slice of envs, the env steps; [n_envs, K] record."""
+    bar, pos_state = env.state()
+    if len(policies) == 1:
+        action = policies[0][0](bar, pos_state)
+    else:
+        action = torch.cat([fn(bar[lo:hi], pos_state[lo:hi]) for fn, lo, hi in policies])
+    r = env.step(action)
+    cols = [r.components[name] for name in REWARD_COMPONENTS]
+    cols += [r.order_qty, r.order_price, r.stop_qty, r.stop_price, r.flatten_qty,
+             r.flatten_price, r.position]
+    cols += list(action.to(torch.float64).unbind(1))
+    return torch.stack(cols, dim=1)
+
+
+_COMPILED: Callable | None = None
+
+
+def _compiled_record_step() -> Callable:
+    """One compiled `record_step` per process: its guards are on shapes and layout, not on the
+    env object, so later backtests of the same shape reuse the compiled kernels."""
+    global _COMPILED
+    if _COMPILED is None:
+        _COMPILED = torch.compile(record_step, dynamic=False)
+    return _COMPILED
+
+
+def run_backtest(
+    bars: Bars,
+    instrument: Instrument,
+    *,
+    policies: Mapping[str, PolicySpec],
+    windows: Sequence[tuple[int, int]] | None = None,
+    env_config: EnvConfig | None = None,
+    costs: bool = True,
+    device: torch.device | str | None = None,
+    capital: float = 100_000.0,
+) -> list[BacktestResult]:
+    """Every policy over every window (default: the whole series), batched in one run.
+
+    Results come policy by policy, window by window within each policy.
+    """
+    if not policies:
+        raise ConfigError("run_backtest: no policies given")
+    windows = list(windows) if windows is not None else [(0, len(bars))]
+    if not windows:
+        raise ConfigError("run_backtest: no windows given")
+    tester = Backtester(bars, instrument, env_config, costs=costs, device=device, capital=capital)
+    return tester.run([Job(name, spec, w) for name, spec in policies.items() for w in windows])
