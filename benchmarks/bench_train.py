@@ -30,9 +30,6 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from _common import emit, log, resolve_device, time_block, time_steps
-
-
 from foxhunt.agents.dqn import AgentConfig
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
@@ -43,6 +40,8 @@ from foxhunt.training.config import TrainConfig, TrainingSpec
 from foxhunt.training.graphs import CapturedStep
 from foxhunt.training.learner import Learner
 from foxhunt.training.walkforward import Window
+
+from _common import emit, log, resolve_device, time_block, time_steps
 
 TARGETS = {
     "update_median_ms_max": 0.25,

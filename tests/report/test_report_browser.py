@@ -21,7 +21,7 @@ from .pngdecode import decode_png
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
-    reason="headless Chromium not installed (Debian: apt-get install chromium; .ci/run installs it)",
+    reason="headless Chromium not installed (Debian: apt-get install chromium; .ci/run does)",
 )
 
 
@@ -75,7 +75,8 @@ def test_edge_cases_render_without_errors(tmp_path):
     data["training"][0]["loss"] = None
     path = write_report(data, tmp_path / "edge.html")
     attrs, _, console = page_state(path)
-    # series: 5 + 4 + 4 charts; training with one epoch: mean Q, val Sharpe, grad norm, TD p99, flat.
+    # Series: 5 + 4 + 4 charts. Training (no loss values): mean Q, val Sharpe, grad norm,
+    # TD p99, flat.
     assert_clean(attrs, console, 13 + 5)
 
 

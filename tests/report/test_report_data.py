@@ -141,3 +141,15 @@ def test_none_and_nan_become_nan():
     assert math.isnan(d.series[0].equity["flat"][5]) and math.isnan(d.series[0].close[6])
     assert math.isnan(d.folds[0].test["sharpe"])
     assert d.series[0].ts.dtype == np.int64
+
+
+def test_numpy_arrays_are_accepted():
+    data = report(n_series=1)
+    s = data["series"][0]
+    s["ts"] = np.asarray(s["ts"])
+    s["close"] = np.asarray(s["close"])
+    s["equity"] = {k: np.asarray(v) for k, v in s["equity"].items()}
+    s["direction"] = np.asarray(s["direction"], dtype=np.int8)
+    out = normalise(data).series[0]
+    assert out.ts.size == out.close.size == out.direction.size == 400
+    assert render_report(data).count('class="plot"') == 5 + 6

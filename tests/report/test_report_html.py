@@ -1,4 +1,4 @@
-"""The HTML writer without a browser: offline page, tables, chart data, decimation, atomic writes."""
+"""The HTML writer without a browser: offline page, tables, chart data, decimation, writes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from foxhunt.report import render_report, write_report
+from foxhunt.report import ReportDataError, render_report, write_report
 from foxhunt.report.data import normalise
 from foxhunt.report.decimate import decimate, rolling_shares, time_segments
 from foxhunt.report.format import fmt_integer, fmt_metric, fmt_number, fmt_percent, label
@@ -246,7 +246,7 @@ def test_write_report_is_atomic(tmp_path, monkeypatch):
     assert first == render_report(report())
     assert os.listdir(out.parent) == ["report.html"]
     # A bad input leaves the previous report as it was.
-    with pytest.raises(Exception):
+    with pytest.raises(ReportDataError):
         write_report({"title": "broken"}, out)
     assert out.read_text() == first
     # A failing rename leaves no temporary file behind.

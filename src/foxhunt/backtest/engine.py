@@ -17,16 +17,17 @@ Two ways to step, same numbers:
   (n_envs = policies x windows on one shared `MarketTensors`); each policy acts on its own slice
   of envs; all run to the longest window and shorter ones are masked out. Per-step records go
   into preallocated device tensors, read once at the end. On CUDA the step (all policies +
-  env.step + the record) is optionally compiled with `torch.compile` and captured as a CUDA graph
-  of `GRAPH_BLOCK` steps, replayed with no host synchronisation.
-- Chunked (table policies without armed stops, no drawdown or trade-close shaping). Their
-  action at bar t is known in advance and the env state that matters for money after one step
-  is the position alone (target = last decision, or flat after a session end). A window is cut
-  into chunks of L decisions; chunk j > 0 starts flat one bar early and its first step (a warm-up
-  that re-takes the previous chunk's last decision) is dropped. Every later step then sees the
-  same position, fills, costs and mark-to-market as a sequential run, so thousands of chunks step
-  in parallel through the same `env.step` (a test checks equality to the cent). This is what lets
-  the SMA baseline run at millions of bars per second on a CPU.
+  env.step + the record) is compiled with `torch.compile` and captured as a CUDA graph of
+  `GRAPH_BLOCK` steps, replayed with no host synchronisation.
+- Direct (table policies without armed stops and without drawdown or trade-close shaping, e.g.
+  flat, buy-and-hold, SMA cross). Their targets are known for every bar in advance and, with no
+  stop, the position after a step is the target, or flat after a session-end flatten. So every
+  step of every window is computed at once: the env's step order (market order at the next
+  open, session flatten at its close, mark-to-market at the close) applied to whole arrays
+  through the same `ActionTable.decode` and `fills.execute`. A stepping loop costs ~340 tensor
+  ops per bar-step, far from the >= 1M bars/s a CPU baseline needs; this does ~30 ops per window.
+  `test_direct_path_equals_the_env` holds it to the env to the cent (bit for bit in practice)
+  with costs, session flattens and random targets; `direct=False` forces lock-step.
 """
 
 from __future__ import annotations
@@ -41,11 +42,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from foxhunt.backtest.results import COL, RECORD, BacktestResult, assemble
-from foxhunt.backtest.strategies import PolicySpec, TableActions, TablePolicy
+from foxhunt.backtest.results import RECORD, BacktestResult, Record, assemble
+from foxhunt.backtest.strategies import PolicySpec, TablePolicy
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.env import fills
+from foxhunt.env.actions import ActionTable
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import Book, CostModel
 from foxhunt.env.market import MarketTensors
@@ -53,8 +55,6 @@ from foxhunt.env.vector_env import REWARD_COMPONENTS, TradingVecEnv
 from foxhunt.errors import ConfigError
 
 GRAPH_BLOCK = 128
-MIN_CHUNK = 64
-CHUNK_LANES = {"cpu": 16_384, "cuda": 131_072}
 
 Policy = Callable[[Tensor, Tensor], Tensor]
 
@@ -83,11 +83,10 @@ class _Plan:
 class _Batch:
     """Envs of one lock-step run and where each plan's decisions land in its records."""
 
-    mode: str  # "lockstep" (graphed and compiled where enabled) or "chunked" (eager: few steps)
-    starts: list[int]
+    starts: np.ndarray  # [n_envs] first decision bar of each env
     policies: list[tuple[Policy, int, int]]  # (callable, first env, end env)
     steps: int
-    segments: list[list[tuple[int, int, int]]]  # per plan: (env, first step, count)
+    index: list[tuple[np.ndarray, np.ndarray]]  # per plan: (env, step) of each of its decisions
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
@@ -110,7 +109,7 @@ class Backtester:
 
     `costs=False` sets commission and slippage to 0. `graphs`/`compile` (default: on, on CUDA)
     choose how the lock-step loop runs on CUDA; if compiling fails, the loop runs uncompiled
-    with a warning. `chunked=False` steps table policies lock-step too (for tests).
+    with a warning. `direct=False` steps table policies lock-step too.
     """
 
     def __init__(
@@ -124,7 +123,7 @@ class Backtester:
         capital: float = 100_000.0,
         graphs: bool | None = None,
         compile: bool | None = None,
-        chunked: bool = True,
+        direct: bool = True,
     ):
         if not capital > 0:
             raise ConfigError(f"capital must be > 0, got {capital}")
@@ -133,7 +132,7 @@ class Backtester:
         cuda = self.device.type == "cuda"
         self.graphs = cuda if graphs is None else graphs and cuda
         self.compile = cuda if compile is None else compile
-        self.chunked = chunked
+        self.direct = direct
         self.env_config = backtest_env_config(env_config or EnvConfig())
         if not costs:
             self.env_config = self.env_config.model_copy(update={"slippage_ticks": 0.0})
@@ -159,9 +158,9 @@ class Backtester:
             )
         return _Plan(job, first, stop)
 
-    def _chunkable(self, plan: _Plan, table: np.ndarray | None) -> bool:
+    def _direct_ok(self, plan: _Plan, table: np.ndarray | None) -> bool:
         cfg = self.env_config
-        if table is None or not self.chunked or cfg.drawdown_penalty or cfg.trade_close_bonus:
+        if table is None or not self.direct or cfg.drawdown_penalty or cfg.trade_close_bonus:
             return False
         rows = table[plan.first : plan.stop - 1]
         multiples = np.array([0.0, *cfg.stop_atr_multiples])
@@ -176,18 +175,18 @@ class Backtester:
         for p in plans:
             if isinstance(p.job.policy, TablePolicy) and id(p.job.policy) not in tables:
                 tables[id(p.job.policy)] = p.job.policy.table(self.bars.close)
-        chunked = [i for i, p in enumerate(plans)
-                   if self._chunkable(p, tables.get(id(p.job.policy)))]
-        lockstep = [i for i in range(len(plans)) if i not in set(chunked)]
-        records: list[np.ndarray] = [np.zeros(0)] * len(plans)
+        direct = [i for i, p in enumerate(plans) if self._direct_ok(p, tables.get(id(p.job.policy)))]
+        lockstep = [i for i in range(len(plans)) if i not in set(direct)]
+        records: list[Record] = [{}] * len(plans)
         info: list[dict[str, object]] = [{}] * len(plans)
-        for members, make in ((chunked, lambda ps: self._chunk_batch(ps, tables)),
-                              (lockstep, self._lockstep_batch)):
-            if not members:
-                continue
-            batch = make([plans[i] for i in members])
-            out, batch_info = self._run_batch(batch)
-            for i, rec in zip(members, out, strict=True):
+        if direct:
+            out = self._direct([plans[i] for i in direct], tables)
+            for i, rec in zip(direct, out, strict=True):
+                records[i] = rec
+                info[i] = {"mode": "direct", "device": str(self.device)}
+        if lockstep:
+            out, batch_info = self._run_lockstep(self._lockstep_batch([plans[i] for i in lockstep]))
+            for i, rec in zip(lockstep, out, strict=True):
                 records[i], info[i] = rec, batch_info
         ends = self._final_flatten(plans, records)
         return [
@@ -196,51 +195,71 @@ class Backtester:
             for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
         ]
 
-    def _chunk_batch(self, plans: list[_Plan], tables: dict[int, np.ndarray]) -> _Batch:
-        n = len(self.bars)
-        total = sum(p.steps for p in plans)
-        lanes = CHUNK_LANES.get(self.device.type, CHUNK_LANES["cpu"])
-        length = max(MIN_CHUNK, math.ceil(total / lanes))
-        length = max(1, min(length, n - 2, max(p.steps for p in plans)))
+    def _direct(self, plans: list[_Plan], tables: dict[int, np.ndarray]) -> list[Record]:
+        """Records of stop-free table policies, all steps at once (see the module docstring).
+        Fills are computed where an order or a session flatten actually trades."""
+        m, cfg, dev, pv = self.market, self.env_config, self.device, self.cost.point_value
         keys = list(dict.fromkeys(id(p.job.policy) for p in plans))
-        starts: list[int] = []
-        which: list[int] = []
-        segments = []
+        stacked = torch.as_tensor(np.stack([tables[k] for k in keys]), device=dev)
+        bar = torch.as_tensor(np.concatenate([np.arange(p.first, p.stop - 1) for p in plans]),
+                              device=dev)
+        which = torch.as_tensor(np.concatenate(
+            [np.full(p.steps, keys.index(id(p.job.policy))) for p in plans]), device=dev)
+        starts = torch.as_tensor(np.cumsum([0] + [p.steps for p in plans[:-1]]), device=dev)
+        action = stacked[which, bar].long()
+        target, _ = ActionTable(cfg, dev).decode(action)
+        nxt = bar + 1
+        at_session_end = m.session_end[nxt] & cfg.flatten_at_session_end
+        held = torch.where(at_session_end, 0.0, target)
+        pos0 = torch.roll(held, 1).index_fill_(0, starts, 0.0)
+        open_, close = m.open[nxt], m.close[nxt]
+        columns = {
+            "pnl": pv * (pos0 * (open_ - m.close[bar]) + target * (close - open_)),
+            "hold_cost": cfg.hold_cost * m.reward_scale[bar] * (target == 0),
+            "position": held,
+        }
+        cost = torch.zeros_like(target)
+        for kind, book, qty, ref in (
+            ("order", pos0, target - pos0, open_),
+            ("flatten", target, torch.where(at_session_end, -target, 0.0), close),
+        ):
+            at = qty.nonzero().squeeze(1)
+            zero = torch.zeros_like(at, dtype=torch.float64)
+            fill = fills.execute(Book(book[at], zero, zero), qty[at], ref[at], self.cost)
+            cost.index_add_(0, at, fill.cost)
+            columns[f"{kind}_qty"] = qty
+            columns[f"{kind}_price"] = torch.zeros_like(qty).index_copy_(0, at, fill.price)
+        columns["cost"] = cost
+        host = {k: v.cpu().numpy() for k, v in columns.items()}
+        act = action.to(torch.int8).cpu().numpy()
+        host.update(direction=act[:, 0], size=act[:, 1], stop_choice=act[:, 2])
+        zeros = np.zeros(len(act))
+        out, lo = [], 0
         for p in plans:
-            segs = []
-            for j in range(math.ceil(p.steps / length)):
-                d0 = j * length
-                count = min(length, p.steps - d0)
-                segs.append((len(starts), 0 if j == 0 else 1, count))
-                starts.append(p.first + d0 - (j > 0))
-                which.append(keys.index(id(p.job.policy)))
-            segments.append(segs)
-        steps = max(s + c for segs in segments for _, s, c in segs)
-        stacked = torch.as_tensor(np.stack([tables[k] for k in keys]), device=self.device)
-        lookup = TableActions(stacked, torch.as_tensor(which, device=self.device))
-        return _Batch("chunked", starts, [(lookup, 0, len(starts))], steps, segments)
+            rec = {k: v[lo : lo + p.steps] for k, v in host.items()}
+            rec.update({k: zeros[: p.steps] for k in RECORD if k not in rec})
+            out.append(rec)
+            lo += p.steps
+        return out
 
     def _lockstep_batch(self, plans: list[_Plan]) -> _Batch:
         steps = max(p.steps for p in plans)
         cfg = self.env_config.model_copy(update={"episode_len": steps})
-        built: dict[int, Policy] = {}
         order = list(dict.fromkeys(id(p.job.policy) for p in plans))
-        by_policy = {k: [p for p in plans if id(p.job.policy) == k] for k in order}
         starts: list[int] = []
         policies = []
         lane_of: dict[int, int] = {}
-        for k, group in by_policy.items():
+        for key in order:
+            group = [p for p in plans if id(p.job.policy) == key]
             lo = len(starts)
             for p in group:
                 lane_of[id(p)] = len(starts)
                 starts.append(p.first)
-            if k not in built:
-                built[k] = group[0].job.policy.build(self.market, cfg)
-            policies.append((built[k], lo, len(starts)))
-        segments = [[(lane_of[id(p)], 0, p.steps)] for p in plans]
-        return _Batch("lockstep", starts, policies, steps, segments)
+            policies.append((group[0].job.policy.build(self.market, cfg), lo, len(starts)))
+        index = [(np.full(p.steps, lane_of[id(p)]), np.arange(p.steps)) for p in plans]
+        return _Batch(np.asarray(starts), policies, steps, index)
 
-    def _run_batch(self, batch: _Batch) -> tuple[list[np.ndarray], dict[str, object]]:
+    def _run_lockstep(self, batch: _Batch) -> tuple[list[Record], dict[str, object]]:
         cfg = self.env_config.model_copy(update={"episode_len": batch.steps})
         cpu = self.device.type == "cpu"
         env = TradingVecEnv(
@@ -248,28 +267,21 @@ class Backtester:
             generator=torch.Generator().manual_seed(0) if cpu else None,
         )  # fmt: skip
         starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
-        lockstep = batch.mode == "lockstep"
-        loop = StepLoop(env, tuple(batch.policies), compile=self.compile and lockstep)
+        loop = StepLoop(env, tuple(batch.policies), compile=self.compile)
         with torch.no_grad():
-            out = loop.run(starts, batch.steps, self.graphs and lockstep)
-        info = {"mode": batch.mode, "device": str(self.device), "n_envs": env.n_envs,
+            out = loop.run(starts, batch.steps, self.graphs)
+        info = {"mode": "lockstep", "device": str(self.device), "n_envs": env.n_envs,
                 "steps": batch.steps, "graphs": loop.graphed, "compiled": loop.compiled}
-        step_idx, lane_idx, sizes = [], [], []
-        for segs in batch.segments:
-            size = 0
-            for lane, s0, count in segs:
-                step_idx.append(np.arange(s0, s0 + count))
-                lane_idx.append(np.full(count, lane))
-                size += count
-            sizes.append(size)
-        si = torch.as_tensor(np.concatenate(step_idx), device=self.device)
-        li = torch.as_tensor(np.concatenate(lane_idx), device=self.device)
-        flat = out[si, li].cpu().numpy()
-        return np.split(flat, np.cumsum(sizes)[:-1]), info
+        rows = np.concatenate([step * env.n_envs + lane for lane, step in batch.index])
+        flat = out.view(-1, len(RECORD)).index_select(0, torch.as_tensor(rows, device=out.device))
+        flat = flat.cpu().numpy()
+        sizes = np.cumsum([len(lane) for lane, _ in batch.index])[:-1]
+        return [{k: part[:, i] for i, k in enumerate(RECORD)}
+                for part in np.split(flat, sizes)], info
 
-    def _final_flatten(self, plans: list[_Plan], records: list[np.ndarray]) -> list[dict]:
+    def _final_flatten(self, plans: list[_Plan], records: list[Record]) -> list[dict]:
         """Market-on-close of each job's open position at its last bar, through the fill model."""
-        pos = torch.tensor([r[-1, COL["position"]] for r in records], dtype=torch.float64)
+        pos = torch.tensor([r["position"][-1] for r in records], dtype=torch.float64)
         close = torch.tensor([self.bars.close[p.stop - 1] for p in plans], dtype=torch.float64)
         zero = torch.zeros_like(pos)
         fill = fills.execute(Book(pos, zero, zero), -pos, close, self.cost)
@@ -305,7 +317,10 @@ class StepLoop:
         if not graphs:
             out = torch.empty((steps, *shape), **f64)
             for k in range(steps):
-                out[k].copy_(self.step())
+                if self.compiled:
+                    out[k].copy_(self.step())
+                else:
+                    record_step(env, self.policies, out=out[k])
             return out
         block = min(GRAPH_BLOCK, steps)
         blocks = math.ceil(steps / block)
@@ -348,8 +363,10 @@ class StepLoop:
             torch.cuda.current_stream(env.device).wait_stream(side)
 
 
-def record_step(env: TradingVecEnv, policies: tuple[tuple[Policy, int, int], ...]) -> Tensor:
-    """One lock-step: every policy acts on its slice of envs, the env steps; [n_envs, K] record."""
+def record_step(env: TradingVecEnv, policies: tuple[tuple[Policy, int, int], ...],
+                out: Tensor | None = None) -> Tensor:
+    """One lock-step: every policy acts on its slice of envs, the env steps; [n_envs, K] record
+    (written into `out` when given)."""
     bar, pos_state = env.state()
     if len(policies) == 1:
         action = policies[0][0](bar, pos_state)
@@ -360,7 +377,9 @@ def record_step(env: TradingVecEnv, policies: tuple[tuple[Policy, int, int], ...
     cols += [r.order_qty, r.order_price, r.stop_qty, r.stop_price, r.flatten_qty,
              r.flatten_price, r.position]
     cols += list(action.to(torch.float64).unbind(1))
-    return torch.stack(cols, dim=1)
+    if out is None:
+        return torch.stack(cols, dim=1)
+    return torch.stack(cols, dim=1, out=out)
 
 
 _COMPILED: Callable | None = None

@@ -38,8 +38,8 @@ RECORD = (
     "order_qty", "order_price", "stop_qty", "stop_price", "flatten_qty", "flatten_price",
     "position", "direction", "size", "stop_choice",
 )  # fmt: skip
-"""Columns of the engine's per-step record, float64 (actions are small whole numbers)."""
-COL = {name: i for i, name in enumerate(RECORD)}
+"""Columns of the engine's per-step record (one row per decision)."""
+Record = dict[str, np.ndarray]
 TABLE_SUFFIXES = (".csv", ".parquet", ".json")
 ACTION_BRANCHES = ("direction", "size", "stop")
 
@@ -103,19 +103,19 @@ def assemble(
     instrument: Instrument,
     first: int,
     stop: int,
-    record: np.ndarray,
+    record: Record,
     end: dict[str, float],
     cost: CostModel,
     capital: float,
     costs: bool,
     engine: dict[str, Any],
 ) -> BacktestResult:
-    """A result from the engine's per-step record [T-1, K] and the final flatten fill."""
+    """A result from the engine's per-step record (T-1 decisions) and the final flatten fill."""
     T = stop - first
     fill_bar = np.arange(first + 1, stop)
 
     def col(name: str) -> np.ndarray:
-        return record[:, COL[name]]
+        return record[name]
 
     components = {}
     for c in REWARD_COMPONENTS:
@@ -142,33 +142,30 @@ def assemble(
     return result
 
 
-def _trades(bars: Bars, fill_bar: np.ndarray, record: np.ndarray, end: dict[str, float],
+def _trades(bars: Bars, fill_bar: np.ndarray, record: Record, end: dict[str, float],
             stop: int, cost: CostModel) -> Trades:
-    """Per-fill costs come from the fill model: market orders against the bar's open, session
-    flattens against its close; a stop's cost is the step's cost minus those two."""
-
-    def col(name: str) -> torch.Tensor:
-        return torch.as_tensor(record[:, COL[name]])
-
-    def fill_cost(qty: torch.Tensor, ref: np.ndarray) -> torch.Tensor:
-        zero = torch.zeros_like(qty)
-        return fills.execute(Book(zero, zero, zero), qty, torch.as_tensor(ref), cost).cost
-
-    order_cost = fill_cost(col("order_qty"), bars.open[fill_bar])
-    flatten_cost = fill_cost(col("flatten_qty"), bars.close[fill_bar])
-    stop_cost = torch.where(col("stop_qty") != 0, col("cost") - order_cost - flatten_cost, 0.0)
-    steps = len(fill_bar)
-    qty = np.append(np.stack([col(c).numpy() for c in ("order_qty", "stop_qty", "flatten_qty")],
-                             1).ravel(), end["qty"])
-    price = np.append(np.stack([col(c).numpy() for c in ("order_price", "stop_price",
-                                                          "flatten_price")], 1).ravel(),
-                      end["price"])
-    fee = np.append(torch.stack([order_cost, stop_cost, flatten_cost], 1).numpy().ravel(),
-                    end["cost"])
-    bar = np.append(np.repeat(fill_bar, 3), stop - 1)
-    kind = np.append(np.tile(np.arange(3), steps), EXIT_REASONS.index("end"))
-    return extract_trades(bar, kind, qty, price, fee, ts=bars.ts, commission=cost.commission,
-                          point_value=cost.point_value)
+    """Fills in time order (within a bar: market order, stop, session flatten), then the final
+    flatten. Per-fill costs come from the fill model: market orders against the bar's open,
+    session flattens against its close; a stop's cost is the step's cost minus those two."""
+    kinds = ("order", "stop", "flatten")
+    qty = np.stack([record[f"{k}_qty"] for k in kinds], 1)
+    step, kind = np.nonzero(qty)
+    q = qty[step, kind]
+    price = np.stack([record[f"{k}_price"][step] for k in kinds], 1)[np.arange(len(q)), kind]
+    bar = fill_bar[step]
+    ref = np.where(kind == 0, bars.open[bar], bars.close[bar])
+    zero = torch.zeros(len(q), dtype=torch.float64)
+    own = fills.execute(Book(zero, zero, zero), torch.as_tensor(q), torch.as_tensor(ref), cost)
+    fee = own.cost.numpy()
+    is_stop = kind == 1
+    if is_stop.any():
+        others = np.bincount(step[~is_stop], weights=fee[~is_stop], minlength=len(fill_bar))
+        fee = np.where(is_stop, record["cost"][step] - others[step], fee)
+    return extract_trades(
+        np.append(bar, stop - 1), np.append(kind, EXIT_REASONS.index("end")),
+        np.append(q, end["qty"]), np.append(price, end["price"]), np.append(fee, end["cost"]),
+        ts=bars.ts, commission=cost.commission, point_value=cost.point_value,
+    )
 
 
 def compute_metrics(result: BacktestResult) -> dict[str, Any]:

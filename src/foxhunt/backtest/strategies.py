@@ -8,8 +8,8 @@ direction {0 flat, 1 long, 2 short}, size {0, 1, 2} -> 1/3, 2/3, 3/3 of max cont
 stop {0 off, 1 tight, 2 wide}.
 
 `TablePolicy` subclasses decide from bars alone, so their whole action sequence is a table
-indexed by bar, computed once from closes <= t; the engine may then step a long window as many
-short chunks in parallel (see `foxhunt.backtest.engine`).
+indexed by bar, computed once from closes <= t; without stops the engine computes all their
+steps at once (see `foxhunt.backtest.engine`).
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def time_segments(ts_ns: np.ndarray, max_segments: int = MAX_CHART_POINTS) -> li
         return [[int(s), int(ms[s]), int(d[s]) if s < n - 1 else 0] for s in starts]
     anchors = np.unique(np.linspace(0, n - 1, max_segments).astype(np.int64))
     out = []
-    for a, b in zip(anchors[:-1], anchors[1:]):
+    for a, b in zip(anchors[:-1], anchors[1:], strict=True):
         out.append([int(a), int(ms[a]), float((ms[b] - ms[a]) / (b - a))])
     out.append([int(anchors[-1]), int(ms[anchors[-1]]), 0])
     return out

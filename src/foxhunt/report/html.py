@@ -56,6 +56,11 @@ CSP = (
     "img-src data:; font-src data:; connect-src 'none'; base-uri 'none'; form-action 'none'"
 )
 
+FOOTER = (
+    f"foxhunt \u00b7 self-contained report, works offline \u00b7 charts by uPlot {UPLOT_VERSION} "
+    "(MIT License) \u00b7 times in UTC \u00b7 drag on a chart to zoom, double-click to reset"
+)
+
 TRAINING_CHARTS = (
     ("loss", "Loss", "num"),
     ("mean_q", "Mean Q", "num"),
@@ -373,13 +378,13 @@ class _Page:
     def series_section(self, i: int, s: Series) -> str:
         group = f"s{i}"
         self.time[group] = time_segments(s.ts, self.max_points)
-        mix = self.mix_chart(group, s)
-        side = [mix, self.components_chart(group, s)] if s.components else [mix]
+        parts = [self.series_stats(s), self.equity_charts(group, s), self.price_chart(group, s)]
+        side = [self.mix_chart(group, s)]
+        if s.components:
+            side.append(self.components_chart(group, s))
         return (
             f'<section id="series-{i}"><h2>{escape(s.name)}</h2>'
-            + self.series_stats(s)
-            + self.equity_charts(group, s)
-            + self.price_chart(group, s)
+            + "".join(parts)
             + '<div class="grid2">'
             + "".join(side)
             + "</div>"
@@ -404,9 +409,7 @@ class _Page:
             for k, p in enumerate(s.equity)
         }
         spec, kept = self.bar_chart(group, "line", "money", 300, s.equity, styles)
-        equity = self.chart(
-            spec, "Equity: agent against baselines", self._decimation_note(kept, n)
-        )
+        equity = self.chart(spec, "Equity: agent against baselines", self._decimation_note(kept, n))
         dd = {p: _drawdown(e) for p, e in s.equity.items()}
         dd_styles = {p: dict(st) for p, st in styles.items()}
         dd_styles[next(iter(s.equity))]["fill"] = _rgba(PALETTE[0], 0.12)
@@ -435,7 +438,7 @@ class _Page:
         return self.chart(spec, "Price with entries and exits", note, legend)
 
     def mix_chart(self, group: str, s: Series) -> str:
-        """Stacked rolling shares: plotted as cumulative tops (flat+long+short, long+short, short)."""
+        """Stacked rolling shares, plotted as cumulative tops: all, long + short, short."""
         direction = s.direction if s.direction is not None else _direction_from_trades(s)
         w = mix_window(s.ts.size)
         share = rolling_shares(direction, w)
@@ -561,11 +564,9 @@ class _Page:
         if not figures:
             return ""
         marks = ", ".join(f"fold {f}: {b}" for f, b in sorted(best.items()) if b is not None)
-        lead = (
-            f"Per-epoch diagnostics from run.jsonl. Best epoch by validation Sharpe \u2014 {marks}."
-            if marks
-            else "Per-epoch diagnostics from run.jsonl."
-        )
+        lead = "Per-epoch diagnostics from run.jsonl."
+        if marks:
+            lead += f" Best epoch by validation Sharpe \u2014 {marks}."
         return (
             f'<section id="training"><h2>Training</h2><p class="lead">{escape(lead)}</p>'
             f'<div class="grid3">{"".join(figures)}</div></section>'
@@ -599,10 +600,10 @@ class _Page:
             cells += [_num_cell(fmt_metric(n, r.get(n))) for n in names]
             body.append("<tr>" + "".join(cells) + "</tr>")
         return (
-            '<section id="metrics"><h2>Metrics</h2><p class="lead">Returns, volatility, drawdown, '
-            "win rate and exposure in percent; ratios annualised as described in the run.</p>"
-            f'<div class="table-wrap"><table class="dense"><thead>{head}</thead>'
-            f"<tbody>{''.join(body)}</tbody></table></div></section>"
+            '<section id="metrics"><h2>Metrics</h2><p class="lead">Fractions (returns, '
+            "drawdown, volatility, win rate, exposure) in percent.</p>"
+            + _table(head, body, "dense")
+            + "</section>"
         )
 
     # page -----------------------------------------------------------------------------------
@@ -651,8 +652,7 @@ class _Page:
 <main class="wrap">
 {"".join(body)}
 </main>
-<footer class="wrap">foxhunt \u00b7 self-contained report, works offline \u00b7 charts by uPlot {UPLOT_VERSION}
-(MIT License) \u00b7 times in UTC \u00b7 drag on a chart to zoom, double-click to reset</footer>
+<footer class="wrap">{FOOTER}</footer>
 <script type="application/json" id="foxhunt-report-data">{payload}</script>
 <script>/*! uPlot {UPLOT_VERSION}, inlined unchanged.
 {asset("uPlot.LICENSE").strip()}
