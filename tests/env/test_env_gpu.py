@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from env_builders import CHICAGO, es, random_actions, random_bars
+from .env_builders import CHICAGO, es, random_actions, random_bars
 
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from env_builders import CHICAGO, es, random_actions, random_bars
+from .env_builders import CHICAGO, es, random_actions, random_bars
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

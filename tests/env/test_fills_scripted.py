@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from env_builders import MINUTE, T0, scripted_env
+from .env_builders import MINUTE, T0, scripted_env
 
 from foxhunt.data.instruments import Session
 from foxhunt.env.actions import contracts_for

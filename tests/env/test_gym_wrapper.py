@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from env_builders import es, random_bars
+from .env_builders import es, random_bars
 
 pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env

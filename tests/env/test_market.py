@@ -6,7 +6,7 @@ import numpy as np
 import pydantic
 import pytest
 import torch
-from env_builders import CHICAGO, bars_from_rows, es, random_bars
+from .env_builders import CHICAGO, bars_from_rows, es, random_bars
 
 from foxhunt.data.instruments import Session
 from foxhunt.env import CostModel, EnvConfig, MarketTensors, TradingVecEnv

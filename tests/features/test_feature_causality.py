@@ -8,7 +8,7 @@ that the short series cross many chunk boundaries of every kernel.
 from __future__ import annotations
 
 import numpy as np
-from feature_bars import FIELDS, perturb, random_bars, small_chunks
+from .feature_bars import FIELDS, perturb, random_bars, small_chunks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from feature_bars import random_bars, small_chunks
+from .feature_bars import random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.errors import DataError

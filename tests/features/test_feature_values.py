@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from feature_bars import MINUTE, random_bars, small_chunks
+from .feature_bars import MINUTE, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars

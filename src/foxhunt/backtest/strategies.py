@@ -43,6 +43,8 @@ STRATEGY_FORMS = (
     "random:SEED (e.g. random:7)",
 )
 FULL_SIZE = 2
+SMA_TIE_TOLERANCE = 1e-9
+"""Two moving averages closer than this times the bar's close count as equal."""
 TIME_IN_TRADE = POS_STATE.index("time_in_trade")
 POLICY_ENV_FIELDS = (
     "max_contracts", "size_fractions", "stop_atr_multiples", "atr_window", "reward_vol_window",
@@ -114,10 +116,13 @@ class BuyAndHold(TablePolicy):
 class SmaCross(TablePolicy):
     """Long while SMA(fast) > SMA(slow) of the closes <= t, short while below (flat instead with
     `long_flat`); an exact tie keeps the previous side, so the position changes only on a
-    strict cross. Flat until bar slow-1, the first with `slow` closes. No stop.
+    strict cross. No stop. The first decision is at bar `slow`, the first at which both means
+    exist for this bar and the previous one (so a cross could be seen; backtesting.py starts its
+    strategies there too); before it the policy is flat.
 
-    Means come from float64 prefix sums; differences within 1e-9 of the price level count as
-    ties, far below the smallest real difference of two means of tick-grid prices."""
+    Means come from float64 prefix sums; differences within `SMA_TIE_TOLERANCE` x the close count
+    as ties: far above the sums' rounding, far below the smallest real difference of two means of
+    tick-grid prices (a tick / (fast x slow))."""
 
     fast: int
     slow: int
@@ -138,19 +143,17 @@ class SmaCross(TablePolicy):
         """+1 long, -1 short, 0 flat per bar (int8)."""
         n = len(close)
         side = np.zeros(n, dtype=np.int8)
-        if n < self.slow:
+        if n <= self.slow:
             return side
         c = np.concatenate([[0.0], np.cumsum(close - close[0])])
-        t = np.arange(self.slow - 1, n)
+        t = np.arange(self.slow, n)
         fast = (c[t + 1] - c[t + 1 - self.fast]) / self.fast
         slow = (c[t + 1] - c[t + 1 - self.slow]) / self.slow
-        tol = 1e-9 * max(float(np.abs(close).max()), 1.0)
+        tol = SMA_TIE_TOLERANCE * np.maximum(np.abs(close[t]), 1.0)
         raw = np.where(fast - slow > tol, 1, np.where(fast - slow < -tol, -1, 0)).astype(np.int8)
-        held = np.maximum.accumulate(np.where(raw != 0, np.arange(raw.size), 0))
-        sides = np.where(raw[held] != 0, raw[held], 0).astype(np.int8)
-        if self.long_flat:
-            sides = np.maximum(sides, 0)
-        side[self.slow - 1 :] = sides
+        last = np.maximum.accumulate(np.where(raw != 0, np.arange(raw.size), 0))
+        sides = np.where(raw[last] != 0, raw[last], 0).astype(np.int8)
+        side[self.slow :] = np.maximum(sides, 0) if self.long_flat else sides
         return side
 
     def table(self, close: np.ndarray) -> np.ndarray:
