@@ -407,12 +407,16 @@ def run_backtest(
 ) -> list[BacktestResult]:
     """Every policy over every window (default: the whole series), batched in one run.
 
-    Results come policy by policy, window by window within each policy.
+    A window starts no earlier than the first bar every policy can act on (a checkpoint's
+    feature warm-up), so all policies are compared over the same bars. Results come policy by
+    policy, window by window within each policy.
     """
     if not policies:
         raise ConfigError("run_backtest: no policies given")
     windows = list(windows) if windows is not None else [(0, len(bars))]
     if not windows:
         raise ConfigError("run_backtest: no windows given")
+    first = max(spec.first_bar() for spec in policies.values())
+    windows = [(max(a, first), b) if max(a, first) < b else (a, b) for a, b in windows]
     tester = Backtester(bars, instrument, env_config, costs=costs, device=device, capital=capital)
     return tester.run([Job(name, spec, w) for name, spec in policies.items() for w in windows])

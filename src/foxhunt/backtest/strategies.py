@@ -14,6 +14,7 @@ steps at once (see `foxhunt.backtest.engine`).
 
 from __future__ import annotations
 
+import copy
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -251,7 +252,7 @@ class CheckpointPolicy(PolicySpec):
         cap = torch.full_like(scale, float("inf"))
         scale[TIME_IN_TRADE] = env_config.episode_len / self.env_config.episode_len
         cap[TIME_IN_TRADE] = 1.0
-        network = self.network.to(device).eval()
+        network = copy.deepcopy(self.network).to(device).eval()
         feats = torch.as_tensor(self.features, device=device)
         return GreedyAgent(network, feats, self.window, scale, cap)
 

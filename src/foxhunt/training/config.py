@@ -37,6 +37,11 @@ class TrainConfig(StrictConfig):
         description="torch.compile the loss (forward and backward) and the optimiser step on CUDA: "
         "fewer, fused kernels inside the captured graph, at the price of a compile at start-up",
     )
+    matmul_precision: Literal["highest", "high", "medium"] = Field(
+        default="high",
+        description="float32 matmul precision on CUDA ('high' allows TF32 tensor cores); "
+        "process-wide, set when a learner is built",
+    )
     capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
     eval_windows: int = Field(
         default=8, ge=1, description="chunks a validation/test window is split into for evaluation"

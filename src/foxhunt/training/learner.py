@@ -60,6 +60,7 @@ class Learner:
             self.generator = torch.Generator(device=device).manual_seed(seed)
         else:
             torch.cuda.manual_seed(seed)
+            torch.set_float32_matmul_precision(t.matmul_precision)
         self.env = TradingVecEnv(
             market, spec.env, n_envs=t.n_envs, device=device, generator=self.generator,
             start_range=(train_window.start, train_window.stop),
@@ -78,9 +79,11 @@ class Learner:
         )
         self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
         self._optimizer_step = self.optimizer.step
+        self._batch_fn, self._record_fn, collect_fn = self._batch, self._record, self._collect
         if t.compile and device.type == "cuda":
-            self._loss_fn = torch.compile(self._loss_fn, dynamic=False)
-            self._optimizer_step = torch.compile(self.optimizer.step, dynamic=False)
+            fuse = lambda fn: torch.compile(fn, dynamic=False)  # noqa: E731
+            self._loss_fn, self._optimizer_step = fuse(self._loss_fn), fuse(self.optimizer.step)
+            self._batch_fn, self._record_fn, collect_fn = fuse(self._batch), fuse(self._record), fuse(self._collect)
         n_mix = a.n_branches * a.n_actions
         self.collect_acc = torch.zeros(len(COLLECT_METRICS) + n_mix, device=device, dtype=torch.float64)
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
@@ -89,7 +92,7 @@ class Learner:
         self._mix_ones = torch.ones(t.n_envs * a.n_branches, device=device, dtype=torch.float64)
         self._n_envs_t = torch.full((), float(t.n_envs), device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
-        self.collect = CapturedStep(self._collect, graphs)
+        self.collect = CapturedStep(collect_fn, graphs)
         self.update = CapturedStep(self._update, graphs)
         self.transitions = 0
 
@@ -118,28 +121,35 @@ class Learner:
             mix,
         ))
 
+    def _batch(self) -> tuple[Tensor, ...]:
+        """PER sample and the observations re-gathered for it (index, action, G, discount, w,
+        obs, next_obs, direction labels)."""
+        b, env = self.replay.sample(self.spec.train.batch_size), self.env
+        return (b.index, b.action, b.ret, b.discount, b.weight,
+                env.observe(b.bar, b.pos_state), env.observe(b.next_bar, b.next_pos_state),
+                direction_labels(self.market, b.bar))
+
+    def _record(self, index: Tensor, td_abs: Tensor, metrics: dict[str, Tensor], grad_norm: Tensor) -> None:
+        self.replay.update_priorities(index, td_abs)
+        self.update_acc += torch.stack((
+            metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
+            metrics["target_q"], grad_norm, td_abs.float().sort().values[self._p99_index],
+            torch.ones((), device=self.device),
+        )).double()  # fmt: skip
+
     def _update(self) -> None:
-        a, b = self.spec.agent, self.replay.sample(self.spec.train.batch_size)
-        env = self.env
+        a = self.spec.agent
+        index, action, ret, discount, weight, obs, next_obs, labels = self._batch_fn()
         self.online.reset_noise(self.generator)
         self.target.reset_noise(self.generator)
-        out = self._loss_fn(
-            self.online, self.target,
-            env.observe(b.bar, b.pos_state), b.action, b.ret, b.discount,
-            env.observe(b.next_bar, b.next_pos_state), b.weight,
-            direction_labels(self.market, b.bar), a,
-        )  # fmt: skip
+        out = self._loss_fn(self.online, self.target, obs, action, ret, discount, next_obs, weight,
+                            labels, a)
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), a.grad_clip, foreach=True)
         self._optimizer_step()
-        self.replay.update_priorities(b.index, out.td_abs)
         polyak_update(self.target, self.online, a.tau)
-        m = out.metrics
-        self.update_acc += torch.stack((
-            m["loss"], m["q_loss"], m["aux_loss"], m["mean_q"], m["target_q"], grad_norm,
-            out.td_abs.float().sort().values[self._p99_index], torch.ones((), device=self.device),
-        )).double()  # fmt: skip
+        self._record_fn(index, out.td_abs, out.metrics, grad_norm)
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 

@@ -1,0 +1,113 @@
+"""Trades reconcile with the equity curve; results export and read back; report input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from foxhunt.backtest import (
+    RandomActions,
+    SmaCross,
+    bars_table,
+    extract_trades,
+    read_table,
+    report_series,
+    run_backtest,
+    trades_table,
+    write_bars,
+    write_table,
+    write_trades,
+)
+from foxhunt.env import EnvConfig
+from foxhunt.errors import ConfigError
+from foxhunt.report import normalise
+
+from .builders import instrument, synth
+
+
+@pytest.fixture(scope="module")
+def results():
+    m = synth(2500)
+    return run_backtest(m.bars, instrument(), policies={"random": RandomActions(5),
+                                                        "sma": SmaCross(10, 30)},
+                        windows=[(100, 800), (1200, 1500)],
+                        env_config=EnvConfig(flatten_at_session_end=True), device="cpu")
+
+
+def test_trades_reconcile_with_the_pnl_after_the_final_flatten(results):
+    reasons = set()
+    for r in results:
+        t = r.trades
+        assert (r.position[-1], r.actions[-1].tolist()) == (0.0, [0, 0, 0])
+        assert t["gross_pnl"].sum() - t["costs"].sum() == pytest.approx(r.total_pnl, abs=0.005)
+        assert t["pnl"].sum() == pytest.approx(r.total_pnl, abs=0.005)
+        assert t["costs"].sum() == pytest.approx(r.components["cost"].sum(), abs=0.005)
+        assert r.equity[-1] == pytest.approx(r.capital + r.total_pnl, abs=1e-6)
+        assert (t["bars_held"] == t["exit_bar"] - t["entry_bar"]).all()
+        assert (t["entry_bar"] >= r.window[0] + 1).all() and (t["exit_bar"] <= r.window[1] - 1).all()
+        assert (np.diff(t["entry_bar"]) >= 0).all()
+        reasons |= set(t["exit_reason"])
+    assert reasons == {"signal", "stop", "session", "end"}
+
+
+def test_a_flip_splits_into_two_trades_and_scaling_stays_in_one():
+    """long 1 -> long 3 -> short 2 -> flat: two trades, the flip's costs shared by contracts."""
+    ts = np.arange(10, dtype=np.int64) * 60
+    t = extract_trades(
+        bar=np.array([1, 2, 4, 6]), kind=np.array([0, 0, 0, 0]),
+        qty=np.array([1.0, 2.0, -5.0, 2.0]), price=np.array([100.0, 101.0, 104.0, 102.0]),
+        cost=np.array([1.0, 2.0, 5.0, 2.0]), ts=ts, commission=1.0, point_value=10.0,
+    )
+    rows = t.records()
+    assert [(r["side"], r["contracts"], r["entry_bar"], r["exit_bar"]) for r in rows] == [
+        ("long", 3.0, 1, 4), ("short", 2.0, 4, 6)]
+    assert rows[0]["entry_price"] == pytest.approx((100 + 2 * 101) / 3)
+    assert rows[0]["costs"] == pytest.approx(1 + 2 + 3)
+    assert rows[0]["pnl"] == pytest.approx((3 * 104 - 100 - 2 * 101) * 10 - 6)
+    assert rows[1]["pnl"] == pytest.approx((104 - 102) * 2 * 10 - 4)
+    assert rows[1]["entry_ts"] == 240
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".json"])
+def test_trades_and_bars_round_trip(results, tmp_path, suffix):
+    for write, table in ((write_trades, trades_table), (write_bars, bars_table)):
+        path = write(results, tmp_path / f"out{suffix}")
+        back, expected = read_table(path), table(results)
+        assert list(back) == list(expected)
+        for k, v in expected.items():
+            if v.dtype.kind in "iuf":
+                np.testing.assert_array_equal(back[k].astype(np.float64), v.astype(np.float64),
+                                              err_msg=k)
+            else:
+                assert back[k].astype(str).tolist() == v.tolist(), k
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]
+        path.unlink()
+
+
+def test_an_unknown_suffix_names_the_file_and_writes_nothing(results, tmp_path):
+    target = tmp_path / "trades.xlsx"
+    with pytest.raises(ConfigError, match="trades.xlsx") as err:
+        write_trades(results, target)
+    assert ".csv" in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError, match="table"):
+        write_table({"a": np.zeros(2)}, tmp_path / "table")
+
+
+def test_to_dict_is_json_safe_and_feeds_the_report(results):
+    d = results[0].to_dict()
+    text = json.dumps(d, allow_nan=False)
+    assert len(json.loads(text)["ts"]) == len(results[0].ts)
+    assert {"ts", "close", "equity", "pnl", "position", "direction", "components", "trades",
+            "metrics"} <= set(d)
+    for key in ("sharpe", "total_return", "max_drawdown", "win_rate", "profit_factor", "trades",
+                "turnover", "exposure"):
+        assert key in d["metrics"]
+    assert d["metrics"]["trades"] == len(results[0].trades)
+    first_window = [r for r in results if r.window == results[0].window]
+    series = report_series(first_window, "window 1", primary="random")
+    report = normalise({"title": "t", "symbol": "SYN", "bars": "1min", "series": [series]})
+    assert set(report.series[0].equity) == {"random", "sma"}
+    assert len(report.series[0].trades) == len(results[0].trades)
