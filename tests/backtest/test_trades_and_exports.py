@@ -46,7 +46,7 @@ def test_trades_reconcile_with_the_pnl_after_the_final_flatten(results):
         assert t["costs"].sum() == pytest.approx(r.components["cost"].sum(), abs=0.005)
         assert r.equity[-1] == pytest.approx(r.capital + r.total_pnl, abs=1e-6)
         assert (t["bars_held"] == t["exit_bar"] - t["entry_bar"]).all()
-        assert (t["entry_bar"] >= r.window[0] + 1).all() and (t["exit_bar"] <= r.window[1] - 1).all()
+        assert (t["entry_bar"] > r.window[0]).all() and (t["exit_bar"] < r.window[1]).all()
         assert (np.diff(t["entry_bar"]) >= 0).all()
         reasons |= set(t["exit_reason"])
     assert reasons == {"signal", "stop", "session", "end"}
@@ -111,3 +111,17 @@ def test_to_dict_is_json_safe_and_feeds_the_report(results):
     report = normalise({"title": "t", "symbol": "SYN", "bars": "1min", "series": [series]})
     assert set(report.series[0].equity) == {"random", "sma"}
     assert len(report.series[0].trades) == len(results[0].trades)
+
+
+def test_metrics_annualise_with_the_given_bars_per_year():
+    m = synth(1500)
+    per_year = 390 * 252.0
+    observed, given = (
+        run_backtest(m.bars, instrument(), policies={"sma": SmaCross(5, 20)}, device="cpu",
+                     periods_per_year=ppy)[0]
+        for ppy in (None, per_year)
+    )
+    assert given.metrics["periods_per_year"] == per_year
+    assert observed.metrics["periods_per_year"] != per_year
+    ratio = given.metrics["sharpe"] / observed.metrics["sharpe"]
+    assert ratio == pytest.approx((per_year / observed.metrics["periods_per_year"]) ** 0.5)

@@ -33,7 +33,7 @@ def train_and_judge(signal: float, tmp_path):
     features = pipeline().transform(market.bars, fit_until=fold.train.stop)
     mt = MarketTensors.from_bars(market.bars, features.values.copy(), instrument(), spec.env, "cpu")
     oracle = rollout(position_policy(torch.as_tensor(market.signal)), market_head(mt, fold.test.stop),
-                     spec.env, fold.test, spec.train.capital, spec.train.eval_windows)
+                     spec.env, fold.test, spec.train.capital, chunks=1)
     return report, oracle
 
 
@@ -60,5 +60,5 @@ def test_agent_finds_nothing_in_pure_noise(tmp_path):
     from foxhunt.training.checkpoint import load_checkpoint
 
     load_checkpoint(tmp_path / "checkpoints" / "fold0.pt", ctx.learner.online)
-    test = trainer.evaluate(ctx, ctx.test_market, ctx.fold.test)
+    test = trainer.evaluate(ctx, ctx.test_market, ctx.fold.test, chunks=1)
     assert t_stat(test.pnl) < 2.0, test.summary()

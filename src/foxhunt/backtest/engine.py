@@ -1,9 +1,10 @@
 """The backtester: policies x windows stepped through the training env, batched on the device.
 
-There is one fill model. Every backtest drives `TradingVecEnv.step` (fills, costs, trailing
-stops, position limits, session flatten), so a backtest pays exactly what the env charged; this
-module only decides where each env starts and which policy acts in it, and reads the per-step
-records back once at the end.
+There is one fill model: a backtest steps `TradingVecEnv` (fills, costs, trailing stops,
+position limits, session flatten) or, for policies simple enough, applies the env's step order
+through the same fill functions, so it pays exactly what the env charged. This module decides
+where each env starts and which policy acts in it, and reads the per-step records back once at
+the end.
 
 A window [start, stop) is one episode: the first decision is taken at the close of bar `start`
 (later if a policy's inputs are still warming up), the last at the close of bar stop-2 (it fills
@@ -107,7 +108,9 @@ def backtest_env_config(env_config: EnvConfig) -> EnvConfig:
 class Backtester:
     """Runs jobs on one bar series; the market is uploaded once and shared by every job.
 
-    `costs=False` sets commission and slippage to 0. `graphs`/`compile` (default: on, on CUDA)
+    `costs=False` sets commission and slippage to 0. `periods_per_year` annualises the metrics
+    (see `foxhunt.metrics.periods_per_year`; None: the rate observed in each window).
+    `graphs`/`compile` (default: on, on CUDA)
     choose how the lock-step loop runs on CUDA; if compiling fails, the loop runs uncompiled
     with a warning. `direct=False` steps table policies lock-step too.
     """
@@ -121,6 +124,7 @@ class Backtester:
         costs: bool = True,
         device: torch.device | str | None = None,
         capital: float = 100_000.0,
+        periods_per_year: float | None = None,
         graphs: bool | None = None,
         compile: bool | None = None,
         direct: bool = True,
@@ -128,6 +132,7 @@ class Backtester:
         if not capital > 0:
             raise ConfigError(f"capital must be > 0, got {capital}")
         self.bars, self.instrument, self.costs, self.capital = bars, instrument, costs, capital
+        self.periods_per_year = periods_per_year
         self.device = resolve_device(device)
         cuda = self.device.type == "cuda"
         self.graphs = cuda if graphs is None else graphs and cuda
@@ -175,7 +180,8 @@ class Backtester:
         for p in plans:
             if isinstance(p.job.policy, TablePolicy) and id(p.job.policy) not in tables:
                 tables[id(p.job.policy)] = p.job.policy.table(self.bars.close)
-        direct = [i for i, p in enumerate(plans) if self._direct_ok(p, tables.get(id(p.job.policy)))]
+        direct = [i for i, p in enumerate(plans)
+                  if self._direct_ok(p, tables.get(id(p.job.policy)))]
         lockstep = [i for i in range(len(plans)) if i not in set(direct)]
         records: list[Record] = [{}] * len(plans)
         info: list[dict[str, object]] = [{}] * len(plans)
@@ -191,7 +197,7 @@ class Backtester:
         ends = self._final_flatten(plans, records)
         return [
             assemble(p.job.name, self.bars, self.instrument, p.first, p.stop, rec, end, self.cost,
-                     self.capital, self.costs, inf)
+                     self.capital, self.costs, inf, self.periods_per_year)
             for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
         ]
 
@@ -260,6 +266,8 @@ class Backtester:
         return _Batch(np.asarray(starts), policies, steps, index)
 
     def _run_lockstep(self, batch: _Batch) -> tuple[list[Record], dict[str, object]]:
+        """Envs whose window ended keep stepping (masked out) and may auto-reset: on the CPU from
+        a private generator, on CUDA from the default one, as graph capture requires."""
         cfg = self.env_config.model_copy(update={"episode_len": batch.steps})
         cpu = self.device.type == "cpu"
         env = TradingVecEnv(
@@ -308,24 +316,40 @@ class StepLoop:
         return fn(self.env, self.policies)
 
     def run(self, starts: Tensor, steps: int, graphs: bool) -> Tensor:
-        env = self.env
-        shape = (env.n_envs, len(RECORD))
-        f64 = {"dtype": torch.float64, "device": env.device}
+        """[steps, n_envs, K] records of `steps` decisions from bars `starts`. If capturing the
+        graph fails, the loop runs un-graphed with a warning (`graphed` stays False)."""
         if graphs or self.compile:
             self._warm_up(starts)
-        env.reset(starts)
-        if not graphs:
-            out = torch.empty((steps, *shape), **f64)
-            for k in range(steps):
-                if self.compiled:
-                    out[k].copy_(self.step())
-                else:
-                    record_step(env, self.policies, out=out[k])
-            return out
+        self.env.reset(starts)
+        if graphs:
+            try:
+                return self._graphed(steps)
+            except RuntimeError as exc:
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                warnings.warn(f"CUDA graph capture of the backtest step failed "
+                              f"({type(exc).__name__}: {first}); stepping without graphs",
+                              RuntimeWarning, stacklevel=2)
+                self.env.reset(starts)
+        return self._eager(steps)
+
+    def _eager(self, steps: int) -> Tensor:
+        env = self.env
+        out = torch.empty((steps, env.n_envs, len(RECORD)), dtype=torch.float64,
+                          device=env.device)
+        for k in range(steps):
+            if self.compiled:
+                out[k].copy_(self.step())
+            else:
+                record_step(env, self.policies, out=out[k])
+        return out
+
+    def _graphed(self, steps: int) -> Tensor:
+        env = self.env
         block = min(GRAPH_BLOCK, steps)
         blocks = math.ceil(steps / block)
-        stage = torch.empty((block, *shape), **f64)
-        out = torch.empty((blocks * block, *shape), **f64)
+        shape = (env.n_envs, len(RECORD))
+        stage = torch.empty((block, *shape), dtype=torch.float64, device=env.device)
+        out = torch.empty((blocks * block, *shape), dtype=torch.float64, device=env.device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             for k in range(block):
@@ -404,6 +428,7 @@ def run_backtest(
     costs: bool = True,
     device: torch.device | str | None = None,
     capital: float = 100_000.0,
+    periods_per_year: float | None = None,
 ) -> list[BacktestResult]:
     """Every policy over every window (default: the whole series), batched in one run.
 
@@ -418,5 +443,6 @@ def run_backtest(
         raise ConfigError("run_backtest: no windows given")
     first = max(spec.first_bar() for spec in policies.values())
     windows = [(max(a, first), b) if max(a, first) < b else (a, b) for a, b in windows]
-    tester = Backtester(bars, instrument, env_config, costs=costs, device=device, capital=capital)
+    tester = Backtester(bars, instrument, env_config, costs=costs, device=device, capital=capital,
+                        periods_per_year=periods_per_year)
     return tester.run([Job(name, spec, w) for name, spec in policies.items() for w in windows])

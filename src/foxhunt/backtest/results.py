@@ -46,6 +46,8 @@ ACTION_BRANCHES = ("direction", "size", "stop")
 
 @dataclass
 class BacktestResult:
+    """One policy over one window; arrays follow the bar layout in the module docstring."""
+
     name: str
     symbol: str
     window: tuple[int, int]  # (first decision bar, stop): bars [window[0], window[1])
@@ -109,26 +111,22 @@ def assemble(
     capital: float,
     costs: bool,
     engine: dict[str, Any],
+    periods_per_year: float | None = None,
 ) -> BacktestResult:
     """A result from the engine's per-step record (T-1 decisions) and the final flatten fill."""
     T = stop - first
     fill_bar = np.arange(first + 1, stop)
-
-    def col(name: str) -> np.ndarray:
-        return record[name]
-
     components = {}
     for c in REWARD_COMPONENTS:
-        v = np.zeros(T)
-        v[1:] = col(c)
-        components[c] = v
+        components[c] = np.zeros(T)
+        components[c][1:] = record[c]
     components["cost"][-1] += end["cost"]
     pnl = components["pnl"] - components["cost"]
     position = np.zeros(T)
-    position[1:] = col("position")
+    position[1:] = record["position"]
     position[-1] += end["qty"]
     actions = np.zeros((T, 3), dtype=np.int8)
-    actions[:-1] = np.stack([col("direction"), col("size"), col("stop_choice")], 1)
+    actions[:-1] = np.stack([record["direction"], record["size"], record["stop_choice"]], 1)
 
     trades = _trades(bars, fill_bar, record, end, stop, cost)
     ts = bars.ts[first:stop]
@@ -138,7 +136,7 @@ def assemble(
         position=position, actions=actions, components=components, trades=trades,
         engine=engine,
     )  # fmt: skip
-    result.metrics = compute_metrics(result)
+    result.metrics = compute_metrics(result, periods_per_year)
     return result
 
 
@@ -168,10 +166,12 @@ def _trades(bars: Bars, fill_bar: np.ndarray, record: Record, end: dict[str, flo
     )
 
 
-def compute_metrics(result: BacktestResult) -> dict[str, Any]:
-    """`foxhunt.metrics.summary` on the per-bar PnL, annualised with the bars per year observed
-    in the window's timestamps; trade statistics on the trades' PnL after costs."""
-    ppy = fm.periods_per_year_from_ts(result.ts)
+def compute_metrics(result: BacktestResult,
+                    periods_per_year: float | None = None) -> dict[str, Any]:
+    """`foxhunt.metrics.summary` on the per-bar PnL; trade statistics on the trades' PnL after
+    costs. `periods_per_year` (docs/metrics.md: from the bar spec and session) annualises; None
+    uses the rate observed in the window's timestamps."""
+    ppy = periods_per_year or fm.periods_per_year_from_ts(result.ts)
     out = fm.summary(result.pnl, result.capital, ppy, positions=result.position,
                      trade_pnls=result.trades["pnl"], ts=result.ts)
     out["costs_paid"] = float(result.components["cost"].sum())
@@ -238,6 +238,9 @@ def write_table(columns: dict[str, np.ndarray], path: Path | str) -> Path:
     """Write equal-length columns by suffix (.csv, .parquet, .json); atomic."""
     path = Path(path)
     suffix = _check_suffix(path)
+    lengths = {k: len(v) for k, v in columns.items()}
+    if len(set(lengths.values())) > 1:
+        raise DataError(f"{path}: columns differ in length {lengths}; nothing written")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     try:

@@ -55,6 +55,8 @@ POLICY_ENV_FIELDS = (
 
 
 class PolicySpec(ABC):
+    """A policy recipe; `label` is its default name in results and on the command line."""
+
     label: str
 
     def first_bar(self) -> int:
@@ -104,7 +106,8 @@ class Flat(TablePolicy):
 
 @dataclass(frozen=True)
 class BuyAndHold(TablePolicy):
-    """Long `size` from the first decision to the end, no stop (re-enters after a session flatten)."""
+    """Long `size` from the first decision to the end, no stop; re-enters after a session
+    flatten."""
 
     size: int = FULL_SIZE
     label: str = "buy-and-hold"
@@ -292,13 +295,16 @@ def checkpoint_policy(
         spec = TrainingSpec.model_validate(payload["spec"])
         extra = payload["extra"]
         names = list(extra["feature_names"])
-    except Exception as exc:
-        raise CheckpointError(f"{path}: no training spec or feature names in it ({exc})") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"{path}: no usable training spec or feature names ({why})") from None
     pipeline = FeaturePipeline(features or FeatureConfig(), instrument.session)
     if names != pipeline.names:
+        diff = next((f"{a!r} where it builds {b!r}" for a, b in zip(names, pipeline.names)
+                     if a != b), f"{len(names)} features where it builds {pipeline.n_features}")
         raise CheckpointError(
-            f"{path}: trained on {len(names)} features, this feature config builds "
-            f"{pipeline.n_features}; pass the features config the run was trained with"
+            f"{path}: trained on {diff} with this feature config; pass the features config the "
+            "run was trained with"
         )
     stats = extra.get("normaliser")
     normaliser = None

@@ -45,11 +45,6 @@ class Trades:
         cols = {k: self.columns[k].tolist() for k in TRADE_COLUMNS}
         return [dict(zip(TRADE_COLUMNS, row, strict=True)) for row in zip(*cols.values())]
 
-    @classmethod
-    def empty(cls) -> Trades:
-        return extract_trades(*(np.zeros(0),) * 5, ts=np.zeros(0, np.int64), commission=0.0,
-                              point_value=1.0)
-
 
 def extract_trades(
     bar: np.ndarray,

@@ -70,6 +70,7 @@ def run_training(
 
     ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
     trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev, on_epoch, ppy)
+    write_source(run_dir, symbol, bars, settings.features, frame)
     if progress is not None:
         with progress:
             task = progress.add_task("walk-forward", total=trainer.total_epochs, status="starting")
@@ -77,6 +78,21 @@ def run_training(
     else:
         result = trainer.run(resume=resume)
     return result, choice, dev
+
+
+def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None:
+    """What the run was trained on, so `foxhunt report RUN_DIR` can rebuild it."""
+    import json
+    import os
+
+    from foxhunt.report.run import SOURCE_FILE
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"symbol": symbol, "bars": bars, "features": features.model_dump(mode="json"),
+           "rows": len(frame), "first_ts": int(frame.ts[0]), "last_ts": int(frame.ts[-1])}
+    tmp = run_dir / f".{SOURCE_FILE}.tmp"
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, run_dir / SOURCE_FILE)
 
 
 def print_fold_table(result) -> None:
@@ -129,23 +145,36 @@ DEMO_OVERRIDES = {
 
 @app.command()
 def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """The whole path on the bundled real ES data: load, features, walk-forward train, results."""
+    """The whole path on the bundled real ES data: load, features, walk-forward train, backtest
+    every test fold against the baselines, write the HTML report."""
+    from foxhunt.cli.evaluate import _metrics_rows, _print_metrics, load_series
     from foxhunt.cli.features import build_features
+    from foxhunt.report import write_report
+    from foxhunt.report.run import backtest_run, run_report_data
 
     rows = load_sample_into_store(ctx)
     if not as_json:
         out.print(_table("bundled ES data (E-mini S&P 500 trades, 2013-09-01..03)",
                          ["series", "first (UTC)", "last (UTC)", "rows"],
                          [[r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
-    pipeline, frame, fm = build_features(ctx, "ES", "1min")
+    _, _, fm = build_features(ctx, "ES", "1min")
     groups = {g: len(idx) for g, idx in fm.groups.items()}
     if not as_json:
-        out.print(_table(f"features on ES 1min: {len(fm.names)} columns, valid from bar {fm.valid_from}",
+        out.print(_table(f"features on ES 1min: {len(fm.names)} columns in {len(groups)} groups",
                          ["group", "features"], [[g, n] for g, n in groups.items()]))
-    result, _, _ = run_training(ctx, "ES", "1min", out_dir=_settings(ctx).home / "runs" / "demo",
-                                spec_overrides=DEMO_OVERRIDES, quiet=as_json)
+    run_dir = _settings(ctx).home / "runs" / "demo"
+    result, _, dev = run_training(ctx, "ES", "1min", out_dir=run_dir, spec_overrides=DEMO_OVERRIDES,
+                                  quiet=as_json)
+    instrument, frame, ppy = load_series(ctx, "ES", "1min")
+    per_fold = backtest_run(run_dir, frame, instrument, device=str(dev), periods_per_year=ppy)
+    report = run_dir / "report.html"
+    write_report(run_report_data(run_dir, per_fold), report)
+    backtests = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
         _emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
-                    "run_dir": str(result.run_dir), "folds": result.table()})
+                    "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,
+                    "report": str(report)})
         return
     print_fold_table(result)
+    _print_metrics("test windows: agent against baselines (same fill model and costs)", backtests)
+    out.print(f"report: {report}")

@@ -59,7 +59,7 @@ class MarketTensors:
         floor = config.reward_scale_floor_ticks * instrument.tick_value
 
         def f64(a: np.ndarray) -> Tensor:
-            return torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64), device=device)
+            return torch.tensor(np.asarray(a, dtype=np.float64), device=device)
 
         return cls(
             features=feats.to(device).contiguous(),

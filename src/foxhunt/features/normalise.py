@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
 from foxhunt.errors import DataError
-from foxhunt.features.rolling import prefix_sum
 
 MIN_STD = 1e-12
 ROWS = 4000
@@ -156,19 +156,10 @@ def rolling_zscore(
     features at a time to stay in cache. Returns float32 [T, F] C-contiguous.
     """
     f, n = raw_fm.shape
-    w = window
     out = np.zeros((n, f), dtype=np.float32)
-    fixed = np.asarray(fixed, dtype=bool)
-    scaled = [slice(i, min(i + ROLLING_FEATURES, run.stop))
-              for run in _runs(~fixed) for i in range(run.start, run.stop, ROLLING_FEATURES)]
+    scaler = RollingZScore(f, window, start, clip, fixed)
     for k0 in range(0, n, ROLLING_CHUNK):
-        r0, r1 = max(k0, start + w - 1), min(k0 + ROLLING_CHUNK, n)
-        if r0 >= r1:
-            continue
-        for cols in scaled:
-            out[r0:r1, cols] = _zscore_block(raw_fm[cols, r0 - w + 1 : r1], w, clip).T
-        for cols in _runs(fixed):
-            out[r0:r1, cols] = raw_fm[cols, r0:r1].T
+        scaler.rows(raw_fm, k0, min(k0 + ROLLING_CHUNK, n), out)
     return out
 
 
@@ -178,28 +169,100 @@ def _runs(mask: np.ndarray) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
 
 
-def _zscore_block(seg32: np.ndarray, w: int, clip: float) -> np.ndarray:
-    """z of the last len - w + 1 columns of `seg32` [F, len]: (w x - S1) / sqrt(w S2 - S1^2).
+class RollingZScore:
+    """The causal rolling z-score of `rolling_zscore`, one ROLLING_CHUNK of rows at a time.
 
-    A window of equal values has w S2 - S1^2 = 0 exactly, but the prefix sums leave rounding
-    dust of up to ~len * eps * (prefix sum of squares) in it; anything under that floor counts
-    as constant (z = 0) instead of becoming dust / dust. The floor uses the prefix up to t only.
+    Row chunk [k0, k1) (k0 a multiple of ROLLING_CHUNK) reads raw rows [k0 - window + 1, k1)
+    only, so a caller may produce the raw features chunk by chunk and scale each chunk while
+    it is still in cache. Work buffers are allocated once and reused; each chunk's z-scores
+    are gathered feature-major and written into the time-major output in one transposing copy.
+
+    z of row t is (w x - S1) / sqrt(w S2 - S1^2), S1 and S2 being window sums of x - anchor and
+    of its square, taken as differences of prefix sums over the chunk and its w - 1 rows of
+    history, the anchor being the first of those rows. A window of equal values has
+    w S2 - S1^2 = 0 exactly, but the prefix sums leave rounding dust of up to
+    ~len * eps * (prefix sum of squares) in it; anything under that floor counts as constant
+    (z = 0) instead of becoming dust / dust. The floor uses the prefix up to t only.
     """
-    seg = seg32.astype(np.float64)
-    seg -= seg[:, :1].copy()
-    num = seg[:, w - 1 :] * float(w)
-    q = prefix_sum(seg, axis=1)
-    s1 = q[:, w:] - q[:, :-w]
-    num -= s1
-    np.square(seg, out=seg)
-    q = prefix_sum(seg, axis=1)
-    den = q[:, w:] - q[:, :-w]
-    den *= float(w)
-    den -= np.square(s1, out=s1)
-    varies = den > q[:, w:] * (4.0 * seg.shape[1] * np.finfo(np.float64).eps * w)
-    with np.errstate(invalid="ignore"):
+
+    def __init__(self, n_features: int, window: int, start: int, clip: float,
+                 fixed: Sequence[bool]):
+        self.w, self.start, self.clip = window, start, clip
+        fixed = np.asarray(fixed, dtype=bool)
+        self.fixed = _runs(fixed)
+        self.scaled = [slice(i, min(i + ROLLING_FEATURES, run.stop))
+                       for run in _runs(~fixed) for i in range(run.start, run.stop, ROLLING_FEATURES)]
+        rows, span = ROLLING_CHUNK, ROLLING_CHUNK + window - 1
+        k = min(ROLLING_FEATURES, n_features)
+        self.stage = np.empty((n_features, rows), dtype=np.float32)
+        self.seg = np.empty((k, span))
+        self.q = np.zeros((k, span + 1))
+        self.num = np.empty((k, rows))
+        self.den = np.empty((k, rows))
+        self.tmp = np.empty((k, rows))
+        self.varies = np.empty((k, rows), dtype=bool)
+        self._scan_full: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def rows(self, raw_fm: np.ndarray, k0: int, k1: int, out: np.ndarray, base: int = 0) -> None:
+        """Scale rows [k0, k1) into rows of time-major `out`; `raw_fm` is feature-major and
+        holds the series from row `base` on (at least from row k0 - window + 1)."""
+        w = self.w
+        r0 = max(k0, self.start + w - 1)
+        if r0 >= k1:
+            return
+        m = k1 - r0
+        stage = self.stage[:, :m]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for cols in self.scaled:
+                self._block(raw_fm[cols, r0 - w + 1 - base : k1 - base], stage[cols])
+        for cols in self.fixed:
+            stage[cols] = raw_fm[cols, r0 - base : k1 - base]
+        np.copyto(out[r0:k1], stage.T)
+
+    def _scans(self, k: int, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """(row of seg, row of q after its leading 0) tensor pairs: one torch scan per row,
+        since a scan over several rows is split across torch's threads, which stalls when
+        another process holds a core. The full-size views are made once."""
+        full = span == self.seg.shape[1] and k == self.seg.shape[0]
+        if full and self._scan_full is not None:
+            return self._scan_full
+        seg, q = torch.from_numpy(self.seg), torch.from_numpy(self.q)
+        pairs = [(seg[i, :span], q[i, 1 : span + 1]) for i in range(k)]
+        if full:
+            self._scan_full = pairs
+        return pairs
+
+    def _block(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """z-scores of the last len - w + 1 columns of `src` [k, len] (float32) into `dst`."""
+        w = self.w
+        k, span = src.shape
+        m = span - w + 1
+        seg, q = self.seg[:k, :span], self.q[:k, : span + 1]
+        num, den, tmp, varies = (b[:k, :m] for b in (self.num, self.den, self.tmp, self.varies))
+        scans = self._scans(k, span)
+        np.copyto(seg, src)
+        np.subtract(seg, src[:, :1], out=seg)
+        for x, s in scans:
+            torch.cumsum(x, 0, out=s)
+        np.multiply(seg[:, w - 1 :], float(w), out=num)
+        np.subtract(q[:, w:], q[:, :-w], out=tmp)  # S1
+        np.subtract(num, tmp, out=num)
+        np.square(seg, out=seg)
+        for x, s in scans:
+            torch.cumsum(x, 0, out=s)
+        np.subtract(q[:, w:], q[:, :-w], out=den)  # S2
+        np.multiply(den, float(w), out=den)
+        np.square(tmp, out=tmp)
+        np.subtract(den, tmp, out=den)
+        # the floor q2[t + w] * eps_w never decreases along a row (q2 sums squares), so a row
+        # whose smallest w S2 - S1^2 clears the floor at its last column clears it everywhere
+        floor = 4.0 * span * np.finfo(np.float64).eps * w
+        screened = bool((den.min(axis=1) > q[:, -1] * floor).all())
+        if not screened:
+            np.multiply(q[:, w:], floor, out=tmp)
+            np.greater(den, tmp, out=varies)
         np.sqrt(den, out=den)
-    z = np.zeros_like(num)
-    np.divide(num, den, out=z, where=varies)
-    np.clip(z, -clip, clip, out=z)
-    return z.astype(np.float32)
+        np.divide(num, den, out=num)
+        if not screened and not varies.all():
+            np.copyto(num, 0.0, where=~varies)
+        np.clip(num, -self.clip, self.clip, out=dst)

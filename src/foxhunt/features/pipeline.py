@@ -10,6 +10,7 @@ ES and CL alike.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -20,8 +21,9 @@ from foxhunt.data.series import Bars
 from foxhunt.errors import DataError
 from foxhunt.features.calendar import SessionClock
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.normalise import Normaliser, rolling_zscore
-from foxhunt.features.rolling import Windows, ema, lag_diff, rolling_extremes, safe_div
+from foxhunt.features import normalise
+from foxhunt.features.normalise import Normaliser, RollingZScore
+from foxhunt.features.rolling import ema, lag_diff, prefix_sum_1d
 
 PASSTHROUGH_GROUPS = frozenset({"time"})
 VOL_FLOOR = 1e-10
@@ -117,20 +119,109 @@ def _specs(cfg: FeatureConfig) -> list[FeatureSpec]:
     return out
 
 
-def _root(mean_square: np.ndarray) -> np.ndarray:
+def _root(mean_square: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """sqrt of a rolling mean of squares, which prefix-sum rounding can push a hair below 0."""
-    return np.sqrt(np.maximum(mean_square, 0.0, out=mean_square), out=mean_square)
+    np.maximum(mean_square, 0.0, out=mean_square)
+    return np.sqrt(mean_square, out=mean_square if out is None else out)
+
+
+def _safe_div(num: np.ndarray, den: np.ndarray, out: np.ndarray) -> None:
+    """`safe_div` into `out` (any float dtype): num / den where den > 0, else 0."""
+    ok = den > 0.0
+    if ok.all():
+        np.divide(num, den, out=out)
+    else:
+        z = np.zeros(len(num))
+        np.divide(num, den, out=z, where=ok)
+        out[...] = z
+
+
+class _Sums:
+    """Prefix sums of one segment series from row `start` on (minus an anchor for a level), read
+    back as rolling means at the rows the caller keeps. Rows before `start + w - 1` are NaN."""
+
+    def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False,
+                 anchor: bool = False):
+        self.n, self.start = len(x), start
+        self.anchor = float(x[start]) if anchor and start < len(x) else 0.0
+        d = x[start:] - self.anchor if anchor else np.ascontiguousarray(x[start:])
+        self.q1 = prefix_sum_1d(d)
+        self.q2 = prefix_sum_1d(np.square(d, out=d) if anchor else np.square(d)) \
+            if variance else None
+
+    def _diff(self, q: np.ndarray, w: int, keep: int, out: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """(window sums / w at rows [keep, n), the part of it at rows >= start + w - 1).
+
+        `out` may be a float32 row: the float64 result is rounded into it."""
+        if out is None:
+            out = np.empty(self.n - keep)
+        t0 = max(keep, self.start + w - 1)
+        out[: t0 - keep] = np.nan
+        dst = out[t0 - keep :]
+        if len(dst):
+            a = t0 - self.start + 1
+            if dst.dtype == np.float64:
+                np.subtract(q[a:], q[a - w : len(q) - w], out=dst)
+                dst *= 1.0 / w
+            else:
+                np.multiply(q[a:] - q[a - w : len(q) - w], 1.0 / w, out=dst)
+        return out, dst
+
+    def mean(self, w: int, keep: int) -> np.ndarray:
+        out, dst = self._diff(self.q1, w, keep)
+        if self.anchor:
+            dst += self.anchor
+        return out
+
+    def mean_var(self, w: int, keep: int) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population variance at rows [keep, n); needs `variance=True`."""
+        assert self.q2 is not None
+        mean, m = self._diff(self.q1, w, keep)
+        var, v = self._diff(self.q2, w, keep)
+        v -= m * m
+        np.maximum(v, 0.0, out=v)
+        m += self.anchor
+        return mean, var
+
+
+def _extremes(x: np.ndarray, windows: list[int], op: np.ufunc, keep: int
+              ) -> dict[int, np.ndarray]:
+    """`rolling_extremes` of `x` at rows [keep, n) only (max and min are exact, so the bits
+    are those of the full ladder); rows before w - 1 are NaN."""
+    n = len(x)
+    out: dict[int, np.ndarray] = {}
+    level, p = x, 1
+    for w in sorted(windows):
+        while 2 * p <= w:
+            nxt = np.empty(n)
+            nxt[:p] = np.nan
+            if p < n:
+                op(level[p:], level[:-p], out=nxt[p:])
+            level, p = nxt, 2 * p
+        res = np.empty(n - keep)
+        t0 = max(keep, w - 1)
+        res[: t0 - keep] = np.nan
+        if w == p:
+            res[t0 - keep :] = level[t0:]
+        elif t0 < n:
+            op(level[t0:], level[t0 - (w - p) : n - (w - p)], out=res[t0 - keep :])
+        out[w] = res
+    return out
 
 
 class _Segment:
     """Bars [lo, hi) of a series: one chunk plus the history rows its windows reach back into.
 
-    Group methods return columns over the whole segment; only rows from the chunk start on are
-    kept, and those have full history. Intermediates are computed once and shared by groups.
+    Group methods write their columns for the rows from `keep` on (the chunk, which has full
+    history) straight into float32 destination rows; window sums run over the whole segment,
+    and intermediates are computed once and shared by groups. The arithmetic is that of the
+    `rolling` kernels (prefix sums restarted per segment, the same operations in the same
+    order), evaluated at the kept rows only.
     """
 
-    def __init__(self, bars: Bars, lo: int, hi: int, cfg: FeatureConfig):
-        self.cfg = cfg
+    def __init__(self, bars: Bars, lo: int, hi: int, keep: int, cfg: FeatureConfig):
+        self.cfg, self.keep = cfg, keep
         self._rv: dict[int, np.ndarray] = {}
         self.o, self.h, self.l = bars.open[lo:hi], bars.high[lo:hi], bars.low[lo:hi]
         self.c, self.v, self.ts = bars.close[lo:hi], bars.volume[lo:hi], bars.ts[lo:hi]
@@ -154,87 +245,123 @@ class _Segment:
         return lag_diff(self.lc, 1)
 
     @cached_property
-    def sq_returns(self) -> Windows:
-        return Windows(np.square(self.r1), start=1)
+    def sq_returns(self) -> _Sums:
+        return _Sums(np.square(self.r1[1:]))
 
     def rv(self, w: int) -> np.ndarray:
+        """Realised vol at the kept rows (float64)."""
         if w not in self._rv:
-            self._rv[w] = _root(self.sq_returns.mean(w))
+            # sq_returns holds r1[1:]^2, so its row j is segment row j + 1
+            keep = self.keep - 1
+            out, dst = self.sq_returns._diff(self.sq_returns.q1, w, max(keep, 0))
+            if keep < 0:  # keep == 0: row 0 has no return
+                out = np.concatenate(([np.nan], out))
+            self._rv[w] = _root(out)
         return self._rv[w]
 
-    def returns(self) -> dict[str, np.ndarray]:
-        return {f"ret_{k}": lag_diff(self.lc, k) for k in self.cfg.returns_lags}
+    def _lag(self, x: np.ndarray, k: int, out: np.ndarray) -> None:
+        """x[t] - x[t - k] at the kept rows into `out`, NaN for t < k."""
+        t0 = max(self.keep, k)
+        out[: t0 - self.keep] = np.nan
+        if t0 < len(x):
+            np.subtract(x[t0:], x[t0 - k : len(x) - k], out=out[t0 - self.keep :])
 
-    def volatility(self) -> dict[str, np.ndarray]:
+    def returns(self, dst: dict[str, np.ndarray]) -> None:
+        for k in self.cfg.returns_lags:
+            self._lag(self.lc, k, dst[f"ret_{k}"])
+
+    def volatility(self, dst: dict[str, np.ndarray]) -> None:
+        keep = self.keep
         windows = self.cfg.vol_windows
         hl = self.lh - self.ll
         co = self.lc - np.log(self.o)
         hl2 = np.square(hl, out=hl)
-        parkinson = Windows(hl2)
+        parkinson = _Sums(hl2)
         hl2 *= 0.5
-        hl2 -= _GK_K * np.square(co, out=co)
-        garman_klass = Windows(hl2)
-        prev = np.empty_like(self.lc)
-        prev[0] = np.nan
-        prev[1:] = self.lc[:-1]
-        true_range = np.maximum(self.lh, prev)
-        true_range -= np.minimum(self.ll, prev, out=prev)
-        ranges = Windows(true_range, start=1)
-        out = {}
+        np.square(co, out=co)
+        co *= _GK_K
+        hl2 -= co
+        garman_klass = _Sums(hl2)
+        true_range = np.maximum(self.lh[1:], self.lc[:-1])
+        true_range -= np.minimum(self.ll[1:], self.lc[:-1], out=co[1:])
+        ranges = _Sums(true_range)  # from row 1: row j of ranges is segment row j + 1
         for w in windows:
-            out[f"rv_{w}"] = self.rv(w)
-            out[f"pk_{w}"] = _root(parkinson.mean(w) * _PK_K)
-            out[f"gk_{w}"] = _root(garman_klass.mean(w))
-            out[f"atr_{w}"] = ranges.mean(w)
+            dst[f"rv_{w}"][...] = self.rv(w)
+            pk = parkinson.mean(w, keep)
+            pk *= _PK_K
+            _root(pk, out=dst[f"pk_{w}"])
+            _root(garman_klass.mean(w, keep), out=dst[f"gk_{w}"])
+            atr = dst[f"atr_{w}"]
+            if keep >= 1:
+                ranges._diff(ranges.q1, w, keep - 1, out=atr)
+            else:
+                atr[0] = np.nan
+                ranges._diff(ranges.q1, w, 0, out=atr[1:])
         if len(windows) > 1:
             short = np.maximum(self.rv(windows[0]), VOL_FLOOR)
-            out["rv_ratio"] = np.log(short / np.maximum(self.rv(windows[-1]), VOL_FLOOR))
-        return out
+            short /= np.maximum(self.rv(windows[-1]), VOL_FLOOR)
+            np.log(short, out=dst["rv_ratio"])
 
-    def volume(self) -> dict[str, np.ndarray]:
+    def volume(self, dst: dict[str, np.ndarray]) -> None:
+        keep = self.keep
         if self.buy is not None and self.sell is not None:
             signed, total = self.buy - self.sell, self.buy + self.sell
         else:
             signed, total = np.sign(self.c - self.o) * self.v, self.v
-        flow_signed, flow_total = Windows(signed), Windows(total)
+        flow_signed, flow_total = _Sums(signed), _Sums(total)
         logv = np.log(self.v + 1.0)
-        logv_means = Windows(logv)
-        out = {"ofi": safe_div(signed, total)}
+        logv_means = _Sums(logv)
+        _safe_div(signed[keep:], total[keep:], dst["ofi"])
         for w in self.cfg.volume_windows:
-            out[f"ofi_{w}"] = safe_div(flow_signed.mean(w), flow_total.mean(w))
-            out[f"logvol_{w}"] = logv - logv_means.mean(w)
-        return out
+            _safe_div(flow_signed.mean(w, keep), flow_total.mean(w, keep), dst[f"ofi_{w}"])
+            np.subtract(logv[keep:], logv_means.mean(w, keep), out=dst[f"logvol_{w}"])
 
-    def trend(self, ema_state: dict[int, float], keep_from: int) -> dict[str, np.ndarray]:
+    def trend(self, dst: dict[str, np.ndarray], ema_state: dict[int, float]) -> None:
         """`ema_state` carries each EMA's last value from the previous chunk and is updated.
 
         A window of equal closes has a variance of exactly zero, but prefix sums leave rounding
         dust in it; the close's own rolling max == min marks those windows, so their z-score is
         0 rather than dust / dust.
         """
+        keep = self.keep
         lc = self.lc
+        lck = lc[keep:]
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
         windows = self.cfg.trend_windows
-        levels = Windows(lc, variance=True, anchor=True)
-        moves = Windows(np.abs(self.r1), start=1)
-        tops = rolling_extremes(self.lh, windows, np.maximum)
-        bottoms = rolling_extremes(self.ll, windows, np.minimum)
-        close_top = rolling_extremes(lc, windows, np.maximum)
-        close_bottom = rolling_extremes(lc, windows, np.minimum)
-        out = {}
+        levels = _Sums(lc, variance=True, anchor=True)
+        moves = _Sums(np.abs(self.r1[1:]))  # from row 1
+        tops = _extremes(self.lh, windows, np.maximum, keep)
+        bottoms = _extremes(self.ll, windows, np.minimum, keep)
+        close_top = _extremes(lc, windows, np.maximum, keep)
+        close_bottom = _extremes(lc, windows, np.minimum, keep)
         for w in windows:
-            smooth = np.full(len(lc), np.nan)
-            smooth[keep_from:] = ema(lc[keep_from:], 2.0 / (w + 1), ema_state.get(w))
+            smooth = ema(lck, 2.0 / (w + 1), ema_state.get(w))
             ema_state[w] = float(smooth[-1])
-            out[f"ema_dist_{w}"] = (lc - smooth) / (unit * math.sqrt(w))
-            mean, var = levels.mean_var(w)
+            np.subtract(lck, smooth, out=smooth)
+            np.divide(smooth, unit * math.sqrt(w), out=dst[f"ema_dist_{w}"])
+            mean, var = levels.mean_var(w, keep)
             std = np.sqrt(var, out=var)
-            std[close_top[w] == close_bottom[w]] = 0.0
-            out[f"zscore_{w}"] = safe_div(lc - mean, std)
-            out[f"rsi_{w}"] = safe_div(lag_diff(lc, w), moves.mean(w) * w)
+            flat = close_top[w] == close_bottom[w]
+            if flat.any():
+                std[flat] = 0.0
+            np.subtract(lck, mean, out=mean)
+            _safe_div(mean, std, dst[f"zscore_{w}"])
+            change = np.empty(len(lck))
+            self._lag(lc, w, change)
+            if keep >= 1:
+                move, _ = moves._diff(moves.q1, w, keep - 1)
+            else:
+                move = np.empty(len(lck))
+                move[0] = np.nan
+                moves._diff(moves.q1, w, 0, out=move[1:])
+            move *= w
+            _safe_div(change, move, dst[f"rsi_{w}"])
             top, bottom = tops[w], bottoms[w]
-            out[f"chan_{w}"] = safe_div(lc - 0.5 * (top + bottom), top - bottom)
-        return out
+            mid = top + bottom
+            mid *= 0.5
+            np.subtract(lck, mid, out=mid)
+            np.subtract(top, bottom, out=top)
+            _safe_div(mid, top, dst[f"chan_{w}"])
 
 
 def _row_length(n: int) -> int:
@@ -350,8 +477,7 @@ class FeaturePipeline:
             valid_from = self.rolling_valid_from
             self._check_length(n, valid_from, f" and a {self.config.norm_window}-bar "
                                "normalisation window (features.norm_window)")
-            values = rolling_zscore(self._raw_fm(bars), self.config.norm_window, self.warmup,
-                                    self.config.clip, self._fixed)
+            values = self._rolling(bars)
         values[:valid_from] = 0.0
         names = tuple(self.names)
         return FeatureMatrix(values, names, self.groups, bars.ts, valid_from, normaliser)
@@ -380,24 +506,65 @@ class FeaturePipeline:
         self._check_length(n, self.warmup, "")
         _check_prices(bars)
         out = np.empty((self.n_features, _row_length(n)), dtype=np.float32)[:, :n]
-        clock = SessionClock(self.session, int(bars.ts.min()), int(bars.ts.max()))
-        ema_state: dict[int, float] = {}
-        groups = self.config.groups
+        fill = self._filler(bars)
         for k0 in range(0, n, CHUNK):
             k1 = min(k0 + CHUNK, n)
-            lo = max(0, k0 - self.history)
-            seg = _Segment(bars, lo, k1, self.config)
-            i = 0
-            for group in groups:
-                if group == "trend":
-                    cols = seg.trend(ema_state, k0 - lo)
-                elif group == "time":
-                    cols = clock.features(seg.ts)
-                else:
-                    cols = getattr(seg, group)()
-                for spec in self._by_group[group]:
-                    out[i, k0:k1] = cols[spec.name][k0 - lo :]
-                    i += 1
+            fill(k0, k1, out[:, k0:k1])
         for i, spec in enumerate(self.specs):
             out[i, : spec.warmup] = np.nan
         return out
+
+    def _filler(self, bars: Bars) -> Callable[[int, int, np.ndarray], None]:
+        """fill(k0, k1, dst): raw features of rows [k0, k1) into dst [F, k1 - k0] (float32).
+
+        Chunks must come in order, k0 a multiple of CHUNK: the EMAs carry their state from one
+        chunk to the next. Rows before a feature's warm-up are left undefined.
+        """
+        clock = SessionClock(self.session, int(bars.ts.min()), int(bars.ts.max()))
+        ema_state: dict[int, float] = {}
+        groups = self.config.groups
+        names = self.names
+
+        def fill(k0: int, k1: int, dst: np.ndarray) -> None:
+            lo = max(0, k0 - self.history)
+            seg = _Segment(bars, lo, k1, k0 - lo, self.config)
+            rows = dict(zip(names, dst, strict=True))
+            for group in groups:
+                if group == "trend":
+                    seg.trend(rows, ema_state)
+                elif group == "time":
+                    clock.write(seg.ts[k0 - lo :], rows)
+                else:
+                    getattr(seg, group)(rows)
+
+        return fill
+
+    def _rolling(self, bars: Bars) -> np.ndarray:
+        """`rolling_zscore(self._raw_fm(bars), ...)`, bit for bit, without the raw matrix: each
+        chunk of raw features goes into a small window buffer and is scaled at once, while in
+        cache, by the same `RollingZScore`."""
+        n, f = len(bars), self.n_features
+        w = self.config.norm_window
+        _check_prices(bars)
+        out = np.empty((n, f), dtype=np.float32)
+        out[: self.rolling_valid_from] = 0.0
+        scaler = RollingZScore(f, w, self.warmup, self.config.clip, self._fixed)
+        fill = self._filler(bars)
+        rolling_chunk = normalise.ROLLING_CHUNK
+        cap = CHUNK + rolling_chunk + w - 1
+        buf = np.empty((f, _row_length(cap)), dtype=np.float32)[:, :cap]
+        base = 0  # row of the series held in buf[:, 0]
+        done = 0  # first row not yet scaled, a multiple of ROLLING_CHUNK (or n)
+        for k0 in range(0, n, CHUNK):
+            k1 = min(k0 + CHUNK, n)
+            if k1 - base > cap:  # keep the w - 1 rows before `done`, drop older ones
+                keep = max(0, done - w + 1)
+                buf[:, : k0 - keep] = buf[:, keep - base : k0 - base]
+                base = keep
+            fill(k0, k1, buf[:, k0 - base : k1 - base])
+            while done < n and min(done + rolling_chunk, n) <= k1:
+                stop = min(done + rolling_chunk, n)
+                scaler.rows(buf, done, stop, out, base)
+                done = stop
+        return out
+

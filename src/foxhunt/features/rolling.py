@@ -28,6 +28,8 @@ def prefix_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
     torch's CPU scan adds left to right like numpy's, so the bits are the same, at ~4x speed.
     """
     x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.ndim == 1:
+        return prefix_sum_1d(x)
     axis %= x.ndim
     shape = list(x.shape)
     shape[axis] += 1
@@ -37,6 +39,14 @@ def prefix_sum(x: np.ndarray, axis: int = -1) -> np.ndarray:
     out[tuple(head)] = 0.0
     head[axis] = slice(1, None)
     torch.cumsum(torch.from_numpy(x), axis, out=torch.from_numpy(out)[tuple(head)])
+    return out
+
+
+def prefix_sum_1d(x: np.ndarray) -> np.ndarray:
+    """`prefix_sum` of a contiguous float64 vector: one single-threaded torch scan."""
+    out = np.empty(len(x) + 1)
+    out[0] = 0.0
+    torch.cumsum(torch.from_numpy(x), 0, out=torch.from_numpy(out[1:]))
     return out
 
 
@@ -113,6 +123,14 @@ def _powers(beta: float, b: int) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=64)
+def _scaled_powers(alpha: float, beta: float, b: int) -> np.ndarray:
+    """alpha * beta^j, read-only."""
+    out = alpha * _powers(beta, b)
+    out.flags.writeable = False
+    return out
+
+
 def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     """Exact recursive EMA y_t = alpha x_t + (1 - alpha) y_{t-1}, continuing from y_{-1} = prev.
 
@@ -128,20 +146,26 @@ def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     anchor = float(x[0])
     b = int(min(max(1.0, 600.0 / -math.log(beta)), MAX_BLOCK))
     nb = -(-n // b)
-    flat = np.zeros(nb * b)
+    flat = np.empty(nb * b)
+    flat[n:] = 0.0
     np.subtract(x, anchor, out=flat[:n])
     blocks = flat.reshape(nb, b)
     down = _powers(beta, b)
     blocks /= down
-    torch.from_numpy(blocks).cumsum_(1)
-    scale = alpha * down
-    ends = (blocks[:, -1] * scale[-1]).tolist()
-    carry = np.empty(nb)
+    # one scan per block: a scan over several rows is split across torch's threads
+    for row in torch.from_numpy(blocks).unbind(0):
+        row.cumsum_(0)
+    scale = _scaled_powers(alpha, beta, b)
     state, step = (0.0 if prev is None else prev - anchor), beta**b
-    for k in range(nb):
-        carry[k] = state * (beta / alpha)
-        state = step * state + ends[k]
-    blocks += carry[:, None]
+    if nb == 1:
+        blocks += state * (beta / alpha)
+    else:
+        ends = (blocks[:, -1] * scale[-1]).tolist()
+        carry = np.empty(nb)
+        for k in range(nb):
+            carry[k] = state * (beta / alpha)
+            state = step * state + ends[k]
+        blocks += carry[:, None]
     blocks *= scale
     out = flat[:n]
     out += anchor

@@ -163,12 +163,15 @@ class WalkForwardTrainer:
         return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop))
 
-    def evaluate(self, ctx: FoldContext, market: MarketTensors, window: Window) -> WindowResult:
+    def evaluate(self, ctx: FoldContext, market: MarketTensors, window: Window,
+                 chunks: int | None = None) -> WindowResult:
+        """Greedy rollout; validation uses `eval_windows` parallel chunks for speed, the final
+        test report one continuous episode (`chunks=1`), as a backtest would."""
         net = ctx.learner.online
         net.eval()
         try:
             return rollout(greedy_policy(net), market, self.spec.env, window, self.spec.train.capital,
-                           self.spec.train.eval_windows, self.device, self.periods_per_year)
+                           chunks or self.spec.train.eval_windows, self.device, self.periods_per_year)
         finally:
             net.train()
 
@@ -209,10 +212,10 @@ class WalkForwardTrainer:
         learner, fold = ctx.learner, ctx.fold
         if ctx.best_state is not None:
             learner.online.load_state_dict(ctx.best_state)
-        test = self.evaluate(ctx, ctx.test_market, fold.test)
+        test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1)
         baselines = {
             name: rollout(policy, ctx.test_market, self.spec.env, fold.test, self.spec.train.capital,
-                          self.spec.train.eval_windows, self.device, self.periods_per_year).summary()
+                          1, self.device, self.periods_per_year).summary()
             for name, policy in (("flat", constant_policy((0, 0, 0))),
                                  ("buy_and_hold", constant_policy(FULL_LONG)))
         }
@@ -222,6 +225,7 @@ class WalkForwardTrainer:
             self.spec.model_dump(mode="json"),
             {"fold": fold.index, "best_epoch": ctx.best_epoch, "normaliser": _normaliser_doc(ctx.features),
              "feature_names": list(ctx.features.names), "feature_groups": ctx.features.groups,
+             "feature_config": self.pipeline.config.model_dump(mode="json"),
              "windows": _windows(fold), "symbol": self.instrument.symbol},
         )
         return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test.summary(),

@@ -1,0 +1,149 @@
+"""`foxhunt backtest` and `foxhunt report`: honest out-of-sample numbers, and one HTML page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, out, parse_ts_option
+from foxhunt.cli.data import instrument_registry, open_store
+from foxhunt.errors import FoxhuntError
+
+DEFAULT_BASELINES = ("buy-and-hold", "sma:10,30", "flat")
+
+
+def load_series(ctx: typer.Context, symbol: str, bars: str):
+    from foxhunt.data.series import BarSpec
+    from foxhunt.metrics import periods_per_year
+
+    instrument = instrument_registry(ctx).get(symbol)
+    spec = BarSpec.parse(bars)
+    with open_store(ctx) as store:
+        frame = store.read_bars(symbol, spec)
+    return instrument, frame, periods_per_year(spec, instrument.session, frame.ts)
+
+
+def _window(frame, start: str | None, end: str | None) -> tuple[int, int]:
+    import numpy as np
+
+    lo = 0 if start is None else int(np.searchsorted(frame.ts, parse_ts_option(start, "--from"), "left"))
+    hi = len(frame) if end is None else int(np.searchsorted(frame.ts, parse_ts_option(end, "--to"), "right"))
+    if hi - lo < 3:
+        raise FoxhuntError(f"--from/--to select {max(hi - lo, 0)} bars; a backtest needs at least 3")
+    return lo, hi
+
+
+def _metrics_rows(results) -> list[dict[str, Any]]:
+    return [{"policy": r.name, "window": list(r.window), "trades": len(r.trades), **r.metrics}
+            for r in results]
+
+
+def _print_metrics(title: str, rows: list[dict[str, Any]]) -> None:
+    def pct(v):
+        return "—" if v is None else f"{v:+.2%}"
+
+    def num(v):
+        return "—" if v is None else f"{v:+.2f}"
+
+    out.print(_table(title, ["policy", "window", "Sharpe", "return", "max DD", "trades", "win rate"],
+                     [[r["policy"], f"{r['window'][0]}..{r['window'][1]}", num(r.get("sharpe")),
+                       pct(r.get("total_return")), pct(r.get("max_drawdown")), r["trades"],
+                       pct(r.get("win_rate"))] for r in rows]))
+
+
+@app.command()
+def backtest(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
+    run: Annotated[Optional[Path], typer.Option("--run", help="Run directory: every fold's model on its test window.")] = None,
+    checkpoint: Annotated[Optional[Path], typer.Option(help="One checkpoint file.")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option(
+        help="Baseline: sma:FAST,SLOW | buy-and-hold | flat | random:SEED (repeatable).")] = None,
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    start: Annotated[Optional[str], typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
+    costs: Annotated[bool, typer.Option("--costs/--no-costs", help="Commission and slippage.")] = True,
+    report: Annotated[Optional[Path], typer.Option(help="Write an HTML report here.")] = None,
+    trades: Annotated[Optional[Path], typer.Option(help="Write the trade list (.csv/.parquet/.json).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Backtest a run, a checkpoint or baseline strategies through the training env's fill model."""
+    from foxhunt.backtest import checkpoint_policy, parse_strategy, run_backtest, write_trades
+    from foxhunt.report import write_report
+    from foxhunt.report.run import backtest_run, run_report_data
+
+    chosen = [x for x in (run, checkpoint, strategy) if x]
+    if len(chosen) != 1:
+        raise FoxhuntError("backtest: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
+    instrument, frame, ppy = load_series(ctx, symbol, bars)
+    dev = device or "auto"
+    if run is not None:
+        per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev, periods_per_year=ppy)
+        results = [r for fold in per_fold for r in fold]
+    else:
+        window = _window(frame, start, end)
+        env_config = _settings(ctx).settings.env
+        if checkpoint is not None:
+            from foxhunt.features.config import FeatureConfig
+            from foxhunt.report.run import BASELINES
+            from foxhunt.training.checkpoint import read_checkpoint
+            from foxhunt.training.config import TrainingSpec
+
+            payload = read_checkpoint(checkpoint)
+            env_config = TrainingSpec.model_validate(payload["spec"]).env
+            features = FeatureConfig.model_validate(
+                payload["extra"].get("feature_config", _settings(ctx).settings.features.model_dump()))
+            policies = {"agent": checkpoint_policy(checkpoint, frame, instrument, dev, features=features)}
+            policies.update({s: parse_strategy(s) for s in BASELINES})
+        else:
+            policies = {s: parse_strategy(s) for s in strategy}
+        results = run_backtest(frame, instrument, policies=policies, windows=[window],
+                               env_config=env_config, costs=costs, device=dev, periods_per_year=ppy)
+    rows = _metrics_rows(results)
+    if trades is not None:
+        write_trades(results, trades)
+    if report is not None:
+        if run is not None:
+            data = run_report_data(run, per_fold)
+        else:
+            from foxhunt.backtest import report_series
+
+            data = {"title": f"{symbol} {bars} backtest", "symbol": symbol, "bars": bars,
+                    "series": [report_series(results, f"{symbol} {bars}")],
+                    "metrics": [{"window": "backtest", **r} for r in rows]}
+        write_report(data, report)
+    if as_json:
+        _emit_json({"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
+                    "report": str(report) if report else None, "trades_file": str(trades) if trades else None})
+        return
+    _print_metrics(f"backtest {symbol} {bars} ({'with' if costs else 'without'} costs)", rows)
+    for path, what in ((trades, "trades"), (report, "report")):
+        if path is not None:
+            out.print(f"{what}: {path}")
+
+
+@app.command("report")
+def report_cmd(
+    ctx: typer.Context,
+    run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run directory.")],
+    out_file: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
+    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One self-contained HTML report of a walk-forward run (works offline)."""
+    from foxhunt.report import write_report
+    from foxhunt.report.run import SOURCE_FILE, backtest_run, read_run, run_report_data
+
+    source = read_run(run_dir)[SOURCE_FILE]
+    instrument, frame, ppy = load_series(ctx, source["symbol"], source["bars"])
+    per_fold = backtest_run(run_dir, frame, instrument, device=device or "auto", periods_per_year=ppy)
+    write_report(run_report_data(run_dir, per_fold), out_file)
+    rows = _metrics_rows([r for fold in per_fold for r in fold])
+    if as_json:
+        _emit_json({"run_dir": str(run_dir), "report": str(out_file), "results": rows})
+    else:
+        _print_metrics(f"test windows of {run_dir}", rows)
+        out.print(f"report: {out_file}")
