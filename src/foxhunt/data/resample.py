@@ -49,15 +49,14 @@ def resample(
     n = len(ticks)
     if n == 0:
         return _empty()
-    if (np.diff(ticks.ts) < 0).any():
+    if n > 1 and (ticks.ts[1:] < ticks.ts[:-1]).any():
         raise DataError(
             "ticks are not sorted by time; validate them (read_ticks does) before resampling"
         )
     if spec.kind == "time":
         size = spec.ns
-        bucket = (ticks.ts - session_anchor_ns) // size
-        starts = np.concatenate(([0], np.flatnonzero(np.diff(bucket)) + 1))
-        return _aggregate(ticks, starts, n, session_anchor_ns + (bucket[starts] + 1) * size)
+        starts, bucket = _time_buckets(ticks.ts, size, session_anchor_ns)
+        return _aggregate(ticks, starts, n, session_anchor_ns + (bucket + 1) * size)
     if spec.kind == "ticks":
         count = int(spec.size)
         stop = n // count * count
@@ -73,16 +72,68 @@ def resample(
     raise DataError(f"bar spec {spec}: cannot resample bars of kind {spec.kind!r}")
 
 
+def _time_buckets(ts: np.ndarray, size: int, anchor: int) -> tuple[np.ndarray, np.ndarray]:
+    """(first tick of each non-empty bucket, that bucket's number) for sorted ``ts``, bucket
+    ``(ts - anchor) // size``. The buckets between the first and the last tick are few next to
+    the ticks, so each bucket's first tick is found by binary search of its left edge; a grid
+    that would be larger than the ticks falls back to numbering every tick."""
+    n = len(ts)
+    first, last = int(ts[0]) - anchor, int(ts[-1]) - anchor
+    if -(2**63) <= first and last < 2**63:
+        lo, hi = first // size, last // size
+        if hi - lo <= n // 4:
+            edges = anchor + np.arange(lo + 1, hi + 1, dtype=np.int64) * size
+            pos = np.searchsorted(ts, edges, side="left")
+            # a run of empty buckets shares its first-tick position with the next non-empty
+            # one: keep the last bucket of each run
+            keep = np.empty(len(pos), dtype=bool)
+            np.not_equal(pos[:-1], pos[1:], out=keep[:-1])
+            keep[-1:] = True
+            starts = np.concatenate(([0], pos[keep]))
+            bucket = np.concatenate(([lo], np.arange(lo + 1, hi + 1, dtype=np.int64)[keep]))
+            return starts, bucket
+    bucket = (ts - anchor) // size
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(bucket)) + 1))
+    return starts, bucket[starts]
+
+
 def aggressor_sign(ticks: Ticks) -> np.ndarray:
     """+1 buy, -1 sell, 0 unknown per tick: the given side, else the tick rule (module doc)."""
-    step = np.zeros(len(ticks), dtype=np.int8)
-    step[1:] = np.sign(np.diff(ticks.price))
-    last_change = np.where(step != 0, np.arange(len(step)), 0)
-    np.maximum.accumulate(last_change, out=last_change)
-    sign = step[last_change]
+    n = len(ticks)
+    price = ticks.price
+    sign = np.zeros(n, dtype=np.int8)
+    if n > 1:
+        up = price[1:] > price[:-1]
+        down = price[1:] < price[:-1]
+        np.subtract(up.view(np.int8), down.view(np.int8), out=sign[1:])
+        _forward_fill(sign)
     if ticks.side is not None:
         sign = np.where(ticks.side != 0, ticks.side, sign).astype(np.int8)
     return sign
+
+
+def _forward_fill(sign: np.ndarray) -> None:
+    """Zeros after the first nonzero entry take the last nonzero value before them, in place.
+
+    Pointer doubling: after the pass with shift k every zero within 2k - 1 entries of a
+    nonzero one is filled, so the passes stop after log2 of the longest run of zeros (a few
+    for real trades) and each is a handful of int8 vector operations.
+    """
+    nonzero = sign != 0
+    first = int(np.argmax(nonzero))
+    if not nonzero[first]:
+        return
+    seg = sign[first:]
+    zero = np.empty(len(seg), dtype=bool)
+    fill = np.empty(len(seg), dtype=np.int8)
+    k = 1
+    while k < len(seg):
+        np.equal(seg, 0, out=zero)
+        if not zero.any():
+            break
+        np.multiply(zero[k:].view(np.int8), seg[:-k], out=fill[k:])
+        seg[k:] += fill[k:]
+        k *= 2
 
 
 def _threshold_closes(amount: np.ndarray, threshold: float) -> np.ndarray:
@@ -118,8 +169,10 @@ def _aggregate(ticks: Ticks, starts: np.ndarray, stop: int, ts: np.ndarray) -> B
     last[:-1] = starts[1:] - 1
     last[-1] = stop - 1
     volume = np.add.reduceat(size, starts)
-    buy_share = (aggressor_sign(ticks)[:stop] + 1.0) * 0.5
-    buy = np.add.reduceat(size * buy_share, starts)
+    buy = np.add(aggressor_sign(ticks)[:stop], 1.0)  # the buy share (sign + 1) / 2, in place
+    buy *= 0.5
+    np.multiply(size, buy, out=buy)
+    buy = np.add.reduceat(buy, starts)
     return Bars(
         ts=ts,
         open=price[starts],
