@@ -113,7 +113,8 @@ def backtest(
 
             data = {"title": f"{symbol} {bars} backtest", "symbol": symbol, "bars": bars,
                     "series": [report_series(results, f"{symbol} {bars}")],
-                    "metrics": [{"window": "backtest", **r} for r in rows]}
+                    "metrics": [{**r, "window": f"bars {r['window'][0]}..{r['window'][1]}"}
+                                for r in rows]}
         write_report(data, report)
     if as_json:
         _emit_json({"symbol": symbol, "bars": bars, "costs": costs, "results": rows,

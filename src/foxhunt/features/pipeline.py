@@ -10,11 +10,14 @@ ES and CL alike.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import torch
 
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars
@@ -541,8 +544,13 @@ class FeaturePipeline:
 
     def _rolling(self, bars: Bars) -> np.ndarray:
         """`rolling_zscore(self._raw_fm(bars), ...)`, bit for bit, without the raw matrix: each
-        chunk of raw features goes into a small window buffer and is scaled at once, while in
-        cache, by the same `RollingZScore`."""
+        chunk of raw features goes into a small window buffer and is scaled soon after, while
+        in cache, by the same `RollingZScore`.
+
+        With a second core available (`_second_core`), the scaling runs on a worker thread, one
+        chunk behind the raw features (both release the GIL in numpy and torch); every chunk
+        is still computed by the same code on the same rows, so the bits do not change.
+        """
         n, f = len(bars), self.n_features
         w = self.config.norm_window
         _check_prices(bars)
@@ -551,20 +559,45 @@ class FeaturePipeline:
         scaler = RollingZScore(f, w, self.warmup, self.config.clip, self._fixed)
         fill = self._filler(bars)
         rolling_chunk = normalise.ROLLING_CHUNK
-        cap = CHUNK + rolling_chunk + w - 1
+        worker = ThreadPoolExecutor(1, "foxhunt-zscore") if _second_core() else None
+        # room for a few chunks ahead of the scaling, so the buffer is rarely shifted (a shift
+        # waits for the worker)
+        cap = (4 if worker else 1) * CHUNK + rolling_chunk + w - 1
         buf = np.empty((f, _row_length(cap)), dtype=np.float32)[:, :cap]
         base = 0  # row of the series held in buf[:, 0]
         done = 0  # first row not yet scaled, a multiple of ROLLING_CHUNK (or n)
-        for k0 in range(0, n, CHUNK):
-            k1 = min(k0 + CHUNK, n)
-            if k1 - base > cap:  # keep the w - 1 rows before `done`, drop older ones
-                keep = max(0, done - w + 1)
-                buf[:, : k0 - keep] = buf[:, keep - base : k0 - base]
-                base = keep
-            fill(k0, k1, buf[:, k0 - base : k1 - base])
-            while done < n and min(done + rolling_chunk, n) <= k1:
-                stop = min(done + rolling_chunk, n)
-                scaler.rows(buf, done, stop, out, base)
-                done = stop
+        pending: list[Future[None]] = []
+        try:
+            for k0 in range(0, n, CHUNK):
+                k1 = min(k0 + CHUNK, n)
+                if k1 - base > cap:  # keep the w - 1 rows before `done`, drop older ones
+                    for job in pending:
+                        job.result()
+                    pending.clear()
+                    keep = max(0, done - w + 1)
+                    buf[:, : k0 - keep] = buf[:, keep - base : k0 - base]
+                    base = keep
+                fill(k0, k1, buf[:, k0 - base : k1 - base])
+                while done < n and min(done + rolling_chunk, n) <= k1:
+                    stop = min(done + rolling_chunk, n)
+                    if worker is None:
+                        scaler.rows(buf, done, stop, out, base)
+                    else:
+                        pending.append(worker.submit(scaler.rows, buf, done, stop, out, base))
+                    done = stop
+            for job in pending:
+                job.result()
+        finally:
+            if worker is not None:
+                worker.shutdown(wait=True, cancel_futures=True)
         return out
 
+
+def _second_core() -> bool:
+    """Whether this process may run on more than one core and torch is allowed more than one
+    thread (`torch.set_num_threads(1)` keeps the feature pipeline on one core too)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return cores > 1 and torch.get_num_threads() > 1

@@ -1,0 +1,91 @@
+"""`foxhunt train`, `backtest` and `report` end to end on a small synthetic market."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_cli import run, run_json
+
+TINY = """
+[env]
+window = 4
+episode_len = 32
+[agent]
+hidden = 32
+atoms = 11
+[replay]
+capacity = 4096
+[train]
+epochs = 1
+collect_steps = 4
+updates_per_epoch = 5
+learning_starts = 64
+batch_size = 32
+n_envs = 16
+device = "cpu"
+[walkforward]
+folds = 2
+purge = 8
+"""
+
+
+@pytest.fixture
+def trained(capsys, tmp_path):
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY)
+    run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "3000", "--seed", "4",
+             "--signal-strength", "0.3")
+    run_dir = tmp_path / "run"
+    doc = run_json(capsys, "--config", str(cfg), "train", "SYN", "--bars", "1min", "--seed", "1",
+                   "--out", str(run_dir))
+    return cfg, run_dir, doc
+
+
+def test_train_writes_a_run_and_prints_the_fold_table(trained):
+    _, run_dir, doc = trained
+    assert doc["run_dir"] == str(run_dir) and doc["device"] == "cpu"
+    assert [f["fold"] for f in doc["folds"]] == [0, 1]
+    for fold in doc["folds"]:
+        assert set(fold["test"]) >= {"sharpe", "return", "max_drawdown", "trades"}
+        assert fold["windows"]["val"][1] <= fold["windows"]["test"][0]
+    source = json.loads((run_dir / "source.json").read_text())
+    assert source["symbol"] == "SYN" and source["bars"] == "1min"
+
+
+def test_report_writes_one_offline_html_file(capsys, trained, tmp_path):
+    cfg, run_dir, _ = trained
+    out = tmp_path / "r.html"
+    doc = run_json(capsys, "--config", str(cfg), "report", str(run_dir), "--out", str(out), "--device", "cpu")
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>") and "fold 1 test" in html
+    assert "https://" not in html.split("</head>")[-1].replace("https://github", "")
+    assert {r["policy"] for r in doc["results"]} == {"agent", "buy-and-hold", "sma:10,30", "flat"}
+
+
+def test_backtest_run_strategy_and_checkpoint(capsys, trained, tmp_path):
+    cfg, run_dir, _ = trained
+    doc = run_json(capsys, "--config", str(cfg), "backtest", "SYN", "--run", str(run_dir), "--device", "cpu")
+    assert len(doc["results"]) == 2 * 4
+    trades = tmp_path / "t.csv"
+    doc = run_json(capsys, "backtest", "SYN", "--strategy", "sma:5,20", "--strategy", "buy-and-hold",
+                   "--trades", str(trades), "--no-costs", "--device", "cpu")
+    assert [r["policy"] for r in doc["results"]] == ["sma:5,20", "buy-and-hold"]
+    assert doc["costs"] is False and trades.read_text().startswith("policy,")
+    doc = run_json(capsys, "backtest", "SYN", "--checkpoint", str(run_dir / "checkpoints" / "fold0.pt"),
+                   "--from", "2024-01-05T15:00:00Z", "--device", "cpu",
+                   "--report", str(tmp_path / "b.html"))
+    assert doc["results"][0]["policy"] == "agent" and (tmp_path / "b.html").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["backtest", "SYN", "--strategy", "flat", "--run", "x"], "exactly one of"),
+    (["backtest", "SYN", "--strategy", "momentum"], "momentum"),
+    (["report", "nowhere"], "not a finished foxhunt run"),
+    (["train", "SYN", "--resume"], "--resume needs --out"),
+])
+def test_mistakes_are_one_line(capsys, argv, needle):
+    run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "500")
+    code, out, err = run(capsys, *argv)
+    assert code != 0 and out == "" and needle in err and err.count("\n") == 1
