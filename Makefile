@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(VENV)/bin/foxhunt demo
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --durations=10
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_data.py

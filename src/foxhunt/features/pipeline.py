@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import os
+import queue
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -202,8 +203,11 @@ def _extremes(x: np.ndarray, windows: list[int], op: np.ufunc, keep: int
             if p < n:
                 op(level[p:], level[:-p], out=nxt[p:])
             level, p = nxt, 2 * p
-        res = np.empty(n - keep)
         t0 = max(keep, w - 1)
+        if w == p > 1 and t0 == keep:
+            out[w] = level[keep:]  # a view; the ladder's later levels are already built
+            continue
+        res = np.empty(n - keep)
         res[: t0 - keep] = np.nan
         if w == p:
             res[t0 - keep :] = level[t0:]
@@ -378,14 +382,14 @@ def _check_prices(bars: Bars) -> None:
     """Logs need positive prices; a bad row fails here with its number, not as NaN features."""
     for name in ("open", "high", "low", "close"):
         col = getattr(bars, name)
-        if not (np.isfinite(col).all() and col.min() > 0.0):
+        if not (col.min() > 0.0 and col.max() < np.inf):  # a NaN fails the first test
             row = int(np.argmax(~(np.isfinite(col) & (col > 0.0))))
             raise DataError(
                 f"bars row {row}: {name} must be a positive finite price (got {col[row]})"
             )
     for name in ("volume", "buy_volume", "sell_volume"):
         col = getattr(bars, name)
-        if col is not None and not (np.isfinite(col).all() and col.min() >= 0.0):
+        if col is not None and not (col.min() >= 0.0 and col.max() < np.inf):
             row = int(np.argmax(~(np.isfinite(col) & (col >= 0.0))))
             raise DataError(f"bars row {row}: {name} must be finite and >= 0 (got {col[row]})")
 
@@ -545,52 +549,109 @@ class FeaturePipeline:
     def _rolling(self, bars: Bars) -> np.ndarray:
         """`rolling_zscore(self._raw_fm(bars), ...)`, bit for bit, without the raw matrix: each
         chunk of raw features goes into a small window buffer and is scaled soon after, while
-        in cache, by the same `RollingZScore`.
+        in cache, by the same `RollingZScore` arithmetic.
 
-        With a second core available (`_second_core`), the scaling runs on a worker thread, one
-        chunk behind the raw features (both release the GIL in numpy and torch); every chunk
-        is still computed by the same code on the same rows, so the bits do not change.
+        With a second core available (`_second_core`), a worker thread scales chunks while this
+        one computes the next raw chunks (numpy and torch release the GIL in their loops), and
+        this thread takes a queued chunk itself whenever the worker falls behind. Each chunk is
+        computed by the same code on the same rows either way, so the bits do not change.
         """
         n, f = len(bars), self.n_features
         w = self.config.norm_window
         _check_prices(bars)
         out = np.empty((n, f), dtype=np.float32)
         out[: self.rolling_valid_from] = 0.0
-        scaler = RollingZScore(f, w, self.warmup, self.config.clip, self._fixed)
+        scaling = _Scaling(
+            lambda: RollingZScore(f, w, self.warmup, self.config.clip, self._fixed), out,
+            threaded=_second_core())
         fill = self._filler(bars)
         rolling_chunk = normalise.ROLLING_CHUNK
-        worker = ThreadPoolExecutor(1, "foxhunt-zscore") if _second_core() else None
         # room for a few chunks ahead of the scaling, so the buffer is rarely shifted (a shift
-        # waits for the worker)
-        cap = (4 if worker else 1) * CHUNK + rolling_chunk + w - 1
+        # waits for the scaling of every chunk before it)
+        cap = (4 if scaling.threaded else 1) * CHUNK + rolling_chunk + w - 1
         buf = np.empty((f, _row_length(cap)), dtype=np.float32)[:, :cap]
         base = 0  # row of the series held in buf[:, 0]
         done = 0  # first row not yet scaled, a multiple of ROLLING_CHUNK (or n)
-        pending: list[Future[None]] = []
-        try:
+        with scaling:
             for k0 in range(0, n, CHUNK):
                 k1 = min(k0 + CHUNK, n)
                 if k1 - base > cap:  # keep the w - 1 rows before `done`, drop older ones
-                    for job in pending:
-                        job.result()
-                    pending.clear()
+                    scaling.wait()
                     keep = max(0, done - w + 1)
                     buf[:, : k0 - keep] = buf[:, keep - base : k0 - base]
                     base = keep
                 fill(k0, k1, buf[:, k0 - base : k1 - base])
                 while done < n and min(done + rolling_chunk, n) <= k1:
                     stop = min(done + rolling_chunk, n)
-                    if worker is None:
-                        scaler.rows(buf, done, stop, out, base)
-                    else:
-                        pending.append(worker.submit(scaler.rows, buf, done, stop, out, base))
+                    scaling.submit((buf, done, stop, base))
                     done = stop
-            for job in pending:
-                job.result()
-        finally:
-            if worker is not None:
-                worker.shutdown(wait=True, cancel_futures=True)
+            scaling.wait()
         return out
+
+
+class _Scaling:
+    """Runs `RollingZScore.rows` jobs (raw, k0, k1, base) into `out`: in order on the calling
+    thread, or, `threaded`, on a worker thread with the caller taking queued jobs whenever more
+    than one is waiting. Jobs write disjoint rows of `out`; each thread has its own scaler."""
+
+    def __init__(self, make: Callable[[], RollingZScore], out: np.ndarray, threaded: bool):
+        self.out, self.threaded = out, threaded
+        self.own = make()
+        self.error: BaseException | None = None
+        if threaded:
+            self.jobs: queue.Queue[tuple[np.ndarray, int, int, int] | None] = queue.Queue()
+            self.side = make()
+            self.thread = threading.Thread(target=self._work, name="foxhunt-zscore", daemon=True)
+
+    def __enter__(self) -> _Scaling:
+        if self.threaded:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.threaded:
+            self.jobs.put(None)
+            self.thread.join()
+
+    def _work(self) -> None:
+        while True:
+            job = self.jobs.get()
+            try:
+                if job is None:
+                    return
+                if self.error is None:
+                    self.side.rows(job[0], job[1], job[2], self.out, job[3])
+            except BaseException as exc:  # re-raised on the calling thread by wait()
+                self.error = exc
+            finally:
+                self.jobs.task_done()
+
+    def submit(self, job: tuple[np.ndarray, int, int, int]) -> None:
+        if not self.threaded:
+            self.own.rows(job[0], job[1], job[2], self.out, job[3])
+            return
+        self.jobs.put(job)
+        self._help(1)
+
+    def _help(self, backlog: int) -> None:
+        while self.jobs.qsize() > backlog:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                assert job is not None
+                self.own.rows(job[0], job[1], job[2], self.out, job[3])
+            finally:
+                self.jobs.task_done()
+
+    def wait(self) -> None:
+        """Return once every submitted job is done."""
+        if self.threaded:
+            self._help(0)
+            self.jobs.join()
+            if self.error is not None:
+                raise self.error
 
 
 def _second_core() -> bool:
