@@ -605,7 +605,10 @@ class _Scaling:
 
     def __enter__(self) -> _Scaling:
         if self.threaded:
-            self.thread.start()
+            try:
+                self.thread.start()
+            except RuntimeError:  # no thread to be had: scale on this one
+                self.threaded = False
         return self
 
     def __exit__(self, *exc: object) -> None:
