@@ -7,7 +7,7 @@ up with one searchsorted.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -27,7 +27,7 @@ CALENDAR_FEATURES = (
 
 
 def _offset_s(zone: ZoneInfo, sec: int) -> int:
-    off = datetime.fromtimestamp(sec, UTC).astimezone(zone).utcoffset()
+    off = datetime.fromtimestamp(sec, zone).utcoffset()
     return int(off.total_seconds()) if off is not None else 0
 
 

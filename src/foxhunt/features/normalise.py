@@ -158,9 +158,30 @@ def rolling_zscore(
     f, n = raw_fm.shape
     out = np.zeros((n, f), dtype=np.float32)
     scaler = RollingZScore(f, window, start, clip, fixed)
+    pairs = pair_buffer(f, n)
+    for i in range(f):
+        pairs[i // 2, :, i % 2] = raw_fm[i]
     for k0 in range(0, n, ROLLING_CHUNK):
-        scaler.rows(raw_fm, k0, min(k0 + ROLLING_CHUNK, n), out)
+        scaler.rows(pairs, k0, min(k0 + ROLLING_CHUNK, n), out)
     return out
+
+
+def pair_buffer(n_features: int, rows: int) -> np.ndarray:
+    """A float32 buffer for `RollingZScore`, [ceil(F / 2), rows, 2]: feature i is
+    [i // 2, :, i % 2], so two features sit side by side, one complex number per row (see
+    `RollingZScore`). The padding feature of an odd F is zero. Each pair's row stride is an odd
+    multiple of 64 bytes (a power of two would make every pair map to the same cache sets)."""
+    stride = -(-rows // 8) * 8
+    stride += 8 if (stride // 8) % 2 == 0 else 0
+    buf = np.empty(((n_features + 1) // 2, stride, 2), dtype=np.float32)[:, :rows]
+    if n_features % 2:
+        buf[-1, :, 1] = 0.0
+    return buf
+
+
+def pair_rows(buf: np.ndarray, n_features: int, lo: int, hi: int) -> list[np.ndarray]:
+    """Rows [lo, hi) of each feature of a `pair_buffer`, as (strided) float32 vectors."""
+    return [buf[i // 2, lo:hi, i % 2] for i in range(n_features)]
 
 
 def _runs(mask: np.ndarray) -> list[slice]:
@@ -174,8 +195,12 @@ class RollingZScore:
 
     Row chunk [k0, k1) (k0 a multiple of ROLLING_CHUNK) reads raw rows [k0 - window + 1, k1)
     only, so a caller may produce the raw features chunk by chunk and scale each chunk while
-    it is still in cache. Work buffers are allocated once and reused; each chunk's z-scores
-    are gathered feature-major and written into the time-major output in one transposing copy.
+    it is still in cache. The raw features come in a `pair_buffer`: two features side by side,
+    so that one torch scan of complex numbers (real and imaginary parts summed separately, in
+    order, so the bits are those of two real scans) runs both prefix sums at once; scans are
+    latency-bound, so that halves their cost. Work buffers are allocated once and reused; each
+    chunk's z-scores are gathered pair-major and written into the time-major output in one
+    transposing copy of 8-byte pairs.
 
     z of row t is (w x - S1) / sqrt(w S2 - S1^2), S1 and S2 being window sums of x - anchor and
     of its square, taken as differences of prefix sums over the chunk and its w - 1 rows of
@@ -187,24 +212,33 @@ class RollingZScore:
 
     def __init__(self, n_features: int, window: int, start: int, clip: float,
                  fixed: Sequence[bool]):
-        self.w, self.start, self.clip = window, start, clip
-        fixed = np.asarray(fixed, dtype=bool)
-        self.fixed = _runs(fixed)
-        self.scaled = [slice(i, min(i + ROLLING_FEATURES, run.stop))
-                       for run in _runs(~fixed) for i in range(run.start, run.stop, ROLLING_FEATURES)]
+        self.f, self.w, self.start, self.clip = n_features, window, start, clip
+        with np.errstate(over="ignore"):
+            self.clip32 = np.float32(clip)
+        n_pairs = (n_features + 1) // 2
+        fixed = np.concatenate([np.asarray(fixed, dtype=bool),
+                                np.ones(2 * n_pairs - n_features, dtype=bool)])
+        copied = fixed[0::2] & fixed[1::2]  # pairs passed through whole
+        self.copied = _runs(copied)
+        step = max(1, ROLLING_FEATURES // 2)
+        self.scaled = [slice(i, min(i + step, run.stop))
+                       for run in _runs(~copied) for i in range(run.start, run.stop, step)]
+        # a fixed feature paired with a scaled one is scaled along, then copied over
+        self.mixed = [(i // 2, i % 2) for i in range(n_features) if fixed[i] and not copied[i // 2]]
         rows, span = ROLLING_CHUNK, ROLLING_CHUNK + window - 1
-        k = min(ROLLING_FEATURES, n_features)
-        self.stage = np.empty((n_features, rows), dtype=np.float32)
-        self.seg = np.empty((k, span))
-        self.q = np.zeros((k, span + 1))
-        self.num = np.empty((k, rows))
-        self.den = np.empty((k, rows))
-        self.tmp = np.empty((k, rows))
-        self.varies = np.empty((k, rows), dtype=bool)
+        k = min(step, n_pairs)
+        self.stage = np.empty((n_pairs, rows, 2), dtype=np.float32)
+        self.seg = np.empty((k, span, 2))
+        self.q = np.zeros((k, span + 1, 2))
+        self.num = np.empty((k, rows, 2))
+        self.den = np.empty((k, rows, 2))
+        self.tmp = np.empty((k, rows, 2))
+        self.varies = np.empty((k, rows, 2), dtype=bool)
+        self.anchor = np.empty((k, 1), dtype=np.complex128)
         self._scan_full: list[tuple[torch.Tensor, torch.Tensor]] | None = None
 
-    def rows(self, raw_fm: np.ndarray, k0: int, k1: int, out: np.ndarray, base: int = 0) -> None:
-        """Scale rows [k0, k1) into rows of time-major `out`; `raw_fm` is feature-major and
+    def rows(self, pairs: np.ndarray, k0: int, k1: int, out: np.ndarray, base: int = 0) -> None:
+        """Scale rows [k0, k1) into rows of time-major `out`; `pairs` is a `pair_buffer` that
         holds the series from row `base` on (at least from row k0 - window + 1)."""
         w = self.w
         r0 = max(k0, self.start + w - 1)
@@ -212,36 +246,47 @@ class RollingZScore:
             return
         m = k1 - r0
         stage = self.stage[:, :m]
+        a, b = r0 - base, k1 - base
         with np.errstate(invalid="ignore", divide="ignore"):
-            for cols in self.scaled:
-                self._block(raw_fm[cols, r0 - w + 1 - base : k1 - base], stage[cols])
-        for cols in self.fixed:
-            stage[cols] = raw_fm[cols, r0 - base : k1 - base]
-        np.copyto(out[r0:k1], stage.T)
+            for block in self.scaled:
+                self._block(pairs[block, a - w + 1 : b], stage[block])
+        for block in self.copied:
+            stage[block] = pairs[block, a:b]
+        for p, j in self.mixed:
+            stage[p, :, j] = pairs[p, a:b, j]
+        if self.f % 2 == 0:  # one pair of float32 per 8-byte item
+            np.copyto(out[r0:k1].view(np.uint64), stage.view(np.uint64)[..., 0].T)
+        else:
+            np.copyto(out[r0:k1], stage.transpose(1, 0, 2).reshape(m, -1)[:, : self.f])
 
     def _scans(self, k: int, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """(row of seg, row of q after its leading 0) tensor pairs: one torch scan per row,
-        since a scan over several rows is split across torch's threads, which stalls when
-        another process holds a core. The full-size views are made once."""
+        """(pair row of seg, pair row of q after its leading 0) as complex tensors: one torch
+        scan per pair row, since a scan over several rows is split across torch's threads,
+        which stalls when another process holds a core. The full-size views are made once."""
         full = span == self.seg.shape[1] and k == self.seg.shape[0]
         if full and self._scan_full is not None:
             return self._scan_full
-        seg, q = torch.from_numpy(self.seg), torch.from_numpy(self.q)
+        seg = torch.view_as_complex(torch.from_numpy(self.seg))
+        q = torch.view_as_complex(torch.from_numpy(self.q))
         pairs = [(seg[i, :span], q[i, 1 : span + 1]) for i in range(k)]
         if full:
             self._scan_full = pairs
         return pairs
 
     def _block(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """z-scores of the last len - w + 1 columns of `src` [k, len] (float32) into `dst`."""
+        """z-scores of the last len - w + 1 rows of `src` [k, len, 2] (float32) into `dst`."""
         w = self.w
-        k, span = src.shape
+        k, span, _ = src.shape
         m = span - w + 1
         seg, q = self.seg[:k, :span], self.q[:k, : span + 1]
         num, den, tmp, varies = (b[:k, :m] for b in (self.num, self.den, self.tmp, self.varies))
         scans = self._scans(k, span)
         np.copyto(seg, src)
-        np.subtract(seg, src[:, :1], out=seg)
+        # minus each feature's anchor, as complex numbers: a broadcast over the last axis of 2
+        # would run numpy's loops two elements at a time
+        anchor = self.anchor[:k]
+        anchor.view(np.float64)[:] = src[:, 0]
+        np.subtract(seg.view(np.complex128)[..., 0], anchor, out=seg.view(np.complex128)[..., 0])
         for x, s in scans:
             torch.cumsum(x, 0, out=s)
         np.multiply(seg[:, w - 1 :], float(w), out=num)
@@ -257,12 +302,14 @@ class RollingZScore:
         # the floor q2[t + w] * eps_w never decreases along a row (q2 sums squares), so a row
         # whose smallest w S2 - S1^2 clears the floor at its last column clears it everywhere
         floor = 4.0 * span * np.finfo(np.float64).eps * w
-        screened = bool((den.min(axis=1) > q[:, -1] * floor).all())
+        least, high = den.reshape(k, -1).min(axis=1), q[:, -1] * floor
+        screened = bool((least > high.max(axis=1)).all()) or bool(
+            ((den[..., 0].min(axis=1) > high[:, 0]) & (den[..., 1].min(axis=1) > high[:, 1])).all())
         if not screened:
             np.multiply(q[:, w:], floor, out=tmp)
             np.greater(den, tmp, out=varies)
         np.sqrt(den, out=den)
-        np.divide(num, den, out=num)
-        if not screened and not varies.all():
-            np.copyto(num, 0.0, where=~varies)
-        np.clip(num, -self.clip, self.clip, out=dst)
+        np.divide(num, den, out=dst)  # rounded to float32 here, then clipped: rounding is
+        if not screened and not varies.all():  # monotone, so that equals rounding the clip
+            np.copyto(dst, 0.0, where=~varies)
+        np.clip(dst, -self.clip32, self.clip32, out=dst)

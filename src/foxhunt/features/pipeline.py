@@ -13,9 +13,10 @@ import math
 import os
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Self
 
 import numpy as np
 import torch
@@ -23,15 +24,16 @@ import torch
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars
 from foxhunt.errors import DataError
+from foxhunt.features import normalise
 from foxhunt.features.calendar import SessionClock
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features import normalise
-from foxhunt.features.normalise import Normaliser, RollingZScore
-from foxhunt.features.rolling import ema, lag_diff, prefix_sum_1d
+from foxhunt.features.normalise import Normaliser, RollingZScore, pair_buffer, pair_rows
+from foxhunt.features.rolling import ema_rows
 
 PASSTHROUGH_GROUPS = frozenset({"time"})
 VOL_FLOOR = 1e-10
 CHUNK = 8000
+BATCH = 8  # chunks computed together (one numpy call serves all of them)
 _GK_K = 2.0 * math.log(2.0) - 1.0
 _PK_K = 1.0 / (4.0 * math.log(2.0))
 
@@ -131,109 +133,138 @@ def _root(mean_square: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 def _safe_div(num: np.ndarray, den: np.ndarray, out: np.ndarray) -> None:
     """`safe_div` into `out` (any float dtype): num / den where den > 0, else 0."""
-    ok = den > 0.0
-    if ok.all():
+    if den.size and den.min() > 0.0:  # a NaN fails this too
         np.divide(num, den, out=out)
     else:
-        z = np.zeros(len(num))
-        np.divide(num, den, out=z, where=ok)
+        z = np.zeros(den.shape)
+        np.divide(num, den, out=z, where=den > 0.0)
         out[...] = z
 
 
+def _prefix_rows(d: np.ndarray) -> np.ndarray:
+    """`prefix_sum` of each row of d [B, n]: [B, n + 1], one single-threaded torch scan a row."""
+    d = np.ascontiguousarray(d, dtype=np.float64)
+    out = np.empty((d.shape[0], d.shape[1] + 1))
+    out[:, 0] = 0.0
+    for x, q in zip(torch.from_numpy(d).unbind(0), torch.from_numpy(out[:, 1:]).unbind(0),
+                    strict=True):
+        torch.cumsum(x, 0, out=q)
+    return out
+
+
 class _Sums:
-    """Prefix sums of one segment series from row `start` on (minus an anchor for a level), read
-    back as rolling means at the rows the caller keeps. Rows before `start + w - 1` are NaN."""
+    """Prefix sums of segment series x [B, n] (one row per segment) from column `start` on,
+    minus each row's first value for a level, read back as rolling means at the columns the
+    caller keeps. Columns before `start + w - 1` are NaN."""
 
     def __init__(self, x: np.ndarray, start: int = 0, variance: bool = False,
                  anchor: bool = False):
-        self.n, self.start = len(x), start
-        self.anchor = float(x[start]) if anchor and start < len(x) else 0.0
-        d = x[start:] - self.anchor if anchor else np.ascontiguousarray(x[start:])
-        self.q1 = prefix_sum_1d(d)
-        self.q2 = prefix_sum_1d(np.square(d, out=d) if anchor else np.square(d)) \
-            if variance else None
+        self.n, self.start = x.shape[1], start
+        self.anchor = x[:, start].copy() if anchor and start < x.shape[1] else None
+        d = x[:, start:] - self.anchor[:, None] if self.anchor is not None else x[:, start:]
+        self.q1 = _prefix_rows(d)
+        if variance:
+            self.q2 = _prefix_rows(np.square(d, out=d) if self.anchor is not None
+                                   else np.square(d))
 
     def _diff(self, q: np.ndarray, w: int, keep: int, out: np.ndarray | None = None
               ) -> tuple[np.ndarray, np.ndarray]:
-        """(window sums / w at rows [keep, n), the part of it at rows >= start + w - 1).
+        """(window sums / w at columns [keep, n), the part of it at columns >= start + w - 1).
 
-        `out` may be a float32 row: the float64 result is rounded into it."""
+        `out` may be float32: the float64 result is rounded into it."""
         if out is None:
-            out = np.empty(self.n - keep)
+            out = np.empty((q.shape[0], self.n - keep))
         t0 = max(keep, self.start + w - 1)
-        out[: t0 - keep] = np.nan
-        dst = out[t0 - keep :]
-        if len(dst):
+        out[:, : t0 - keep] = np.nan
+        dst = out[:, t0 - keep :]
+        if dst.shape[1]:
             a = t0 - self.start + 1
             if dst.dtype == np.float64:
-                np.subtract(q[a:], q[a - w : len(q) - w], out=dst)
+                np.subtract(q[:, a:], q[:, a - w : q.shape[1] - w], out=dst)
                 dst *= 1.0 / w
             else:
-                np.multiply(q[a:] - q[a - w : len(q) - w], 1.0 / w, out=dst)
+                np.multiply(q[:, a:] - q[:, a - w : q.shape[1] - w], 1.0 / w, out=dst)
         return out, dst
 
     def mean(self, w: int, keep: int) -> np.ndarray:
         out, dst = self._diff(self.q1, w, keep)
-        if self.anchor:
-            dst += self.anchor
+        if self.anchor is not None:  # rows whose anchor is 0 are left alone, as `Windows` does
+            np.add(dst, self.anchor[:, None], out=dst, where=self.anchor[:, None] != 0.0)
         return out
 
     def mean_var(self, w: int, keep: int) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and population variance at rows [keep, n); needs `variance=True`."""
-        assert self.q2 is not None
+        """Mean and population variance at columns [keep, n); needs `variance=True`."""
         mean, m = self._diff(self.q1, w, keep)
         var, v = self._diff(self.q2, w, keep)
         v -= m * m
         np.maximum(v, 0.0, out=v)
-        m += self.anchor
+        m += 0.0 if self.anchor is None else self.anchor[:, None]
         return mean, var
 
 
 def _extremes(x: np.ndarray, windows: list[int], op: np.ufunc, keep: int
               ) -> dict[int, np.ndarray]:
-    """`rolling_extremes` of `x` at rows [keep, n) only (max and min are exact, so the bits
-    are those of the full ladder); rows before w - 1 are NaN."""
-    n = len(x)
+    """`rolling_extremes` along the rows of x [B, n] at columns [keep, n) only (max and min
+    are exact, so the bits are those of the full ladder); columns before w - 1 are NaN."""
+    n = x.shape[1]
     out: dict[int, np.ndarray] = {}
     level, p = x, 1
     for w in sorted(windows):
         while 2 * p <= w:
-            nxt = np.empty(n)
-            nxt[:p] = np.nan
+            nxt = np.empty(x.shape)
+            nxt[:, :p] = np.nan
             if p < n:
-                op(level[p:], level[:-p], out=nxt[p:])
+                op(level[:, p:], level[:, :-p], out=nxt[:, p:])
             level, p = nxt, 2 * p
         t0 = max(keep, w - 1)
         if w == p > 1 and t0 == keep:
-            out[w] = level[keep:]  # a view; the ladder's later levels are already built
+            out[w] = level[:, keep:]  # a view; the ladder's later levels are already built
             continue
-        res = np.empty(n - keep)
-        res[: t0 - keep] = np.nan
+        res = np.empty((x.shape[0], n - keep))
+        res[:, : t0 - keep] = np.nan
         if w == p:
-            res[t0 - keep :] = level[t0:]
+            res[:, t0 - keep :] = level[:, t0:]
         elif t0 < n:
-            op(level[t0:], level[t0 - (w - p) : n - (w - p)], out=res[t0 - keep :])
+            op(level[:, t0:], level[:, t0 - (w - p) : n - (w - p)], out=res[:, t0 - keep :])
         out[w] = res
     return out
 
 
 class _Segment:
-    """Bars [lo, hi) of a series: one chunk plus the history rows its windows reach back into.
+    """B chunks of a series at once, each as bars [lo, hi): the chunk plus the history rows its
+    windows reach back into. Every series is [B, hi - lo], one row per chunk (overlapping
+    views of the bar columns), so each numpy call serves B chunks.
 
-    Group methods write their columns for the rows from `keep` on (the chunk, which has full
-    history) straight into float32 destination rows; window sums run over the whole segment,
-    and intermediates are computed once and shared by groups. The arithmetic is that of the
-    `rolling` kernels (prefix sums restarted per segment, the same operations in the same
-    order), evaluated at the kept rows only.
+    Group methods write their columns for the rows from `keep` on (the chunks, which have full
+    history) straight into float32 destinations [B, chunk]; window sums run over each whole
+    segment, and intermediates are computed once and shared by groups. The arithmetic is that
+    of the `rolling` kernels (prefix sums restarted per segment, the same operations in the
+    same order), evaluated at the kept rows only, so a chunk's bits do not depend on B.
     """
 
-    def __init__(self, bars: Bars, lo: int, hi: int, keep: int, cfg: FeatureConfig):
+    def __init__(self, bars: Bars, lo: int, hi: int, keep: int, chunks: int, step: int,
+                 cfg: FeatureConfig):
         self.cfg, self.keep = cfg, keep
         self._rv: dict[int, np.ndarray] = {}
-        self.o, self.h, self.l = bars.open[lo:hi], bars.high[lo:hi], bars.low[lo:hi]
-        self.c, self.v, self.ts = bars.close[lo:hi], bars.volume[lo:hi], bars.ts[lo:hi]
-        self.buy = bars.buy_volume[lo:hi] if bars.has_flow else None
-        self.sell = bars.sell_volume[lo:hi] if bars.has_flow else None
+        shape, length = (chunks, hi - lo), hi - lo + (chunks - 1) * step
+
+        def rows(col: np.ndarray) -> np.ndarray:
+            x = col[lo : lo + length]
+            return np.lib.stride_tricks.as_strided(
+                x, shape, (step * x.strides[0], x.strides[0]), writeable=False)
+
+        self.o, self.h, self.l = rows(bars.open), rows(bars.high), rows(bars.low)
+        self.c, self.v = rows(bars.close), rows(bars.volume)
+        self.buy = rows(bars.buy_volume) if bars.buy_volume is not None else None
+        self.sell = rows(bars.sell_volume) if bars.sell_volume is not None else None
+        self.flow = bars.has_flow
+
+    def valid(self) -> bool:
+        """Whether `_check_prices` passes on these rows: prices positive and finite, volumes
+        finite and >= 0 (a NaN fails the first comparison)."""
+        return all(x.min() > 0.0 and x.max() < np.inf for x in (self.o, self.h, self.l, self.c)) \
+            and all(x is None or (x.min() >= 0.0 and x.max() < np.inf)
+                    for x in (self.v, self.buy, self.sell))
 
     @cached_property
     def lc(self) -> np.ndarray:
@@ -249,29 +280,42 @@ class _Segment:
 
     @cached_property
     def r1(self) -> np.ndarray:
-        return lag_diff(self.lc, 1)
+        out = np.empty(self.lc.shape)
+        out[:, 0] = np.nan
+        np.subtract(self.lc[:, 1:], self.lc[:, :-1], out=out[:, 1:])
+        return out
 
     @cached_property
     def sq_returns(self) -> _Sums:
-        return _Sums(np.square(self.r1[1:]))
+        return _Sums(np.square(self.r1[:, 1:]))
 
     def rv(self, w: int) -> np.ndarray:
         """Realised vol at the kept rows (float64)."""
         if w not in self._rv:
-            # sq_returns holds r1[1:]^2, so its row j is segment row j + 1
+            # sq_returns holds r1[1:]^2, so its column j is segment row j + 1
             keep = self.keep - 1
-            out, dst = self.sq_returns._diff(self.sq_returns.q1, w, max(keep, 0))
+            out, _ = self.sq_returns._diff(self.sq_returns.q1, w, max(keep, 0))
             if keep < 0:  # keep == 0: row 0 has no return
-                out = np.concatenate(([np.nan], out))
+                out = np.concatenate((np.full((out.shape[0], 1), np.nan), out), axis=1)
             self._rv[w] = _root(out)
         return self._rv[w]
 
     def _lag(self, x: np.ndarray, k: int, out: np.ndarray) -> None:
         """x[t] - x[t - k] at the kept rows into `out`, NaN for t < k."""
+        n = x.shape[1]
         t0 = max(self.keep, k)
-        out[: t0 - self.keep] = np.nan
-        if t0 < len(x):
-            np.subtract(x[t0:], x[t0 - k : len(x) - k], out=out[t0 - self.keep :])
+        out[:, : t0 - self.keep] = np.nan
+        if t0 < n:
+            np.subtract(x[:, t0:], x[:, t0 - k : n - k], out=out[:, t0 - self.keep :])
+
+    def _moves(self, sums: _Sums, w: int) -> np.ndarray:
+        """Window means of a series summed from row 1 (`sums` column j is row j + 1)."""
+        if self.keep >= 1:
+            return sums._diff(sums.q1, w, self.keep - 1)[0]
+        out = np.empty((sums.q1.shape[0], sums.n + 1))
+        out[:, 0] = np.nan
+        sums._diff(sums.q1, w, 0, out=out[:, 1:])
+        return out
 
     def returns(self, dst: dict[str, np.ndarray]) -> None:
         for k in self.cfg.returns_lags:
@@ -289,21 +333,16 @@ class _Segment:
         co *= _GK_K
         hl2 -= co
         garman_klass = _Sums(hl2)
-        true_range = np.maximum(self.lh[1:], self.lc[:-1])
-        true_range -= np.minimum(self.ll[1:], self.lc[:-1], out=co[1:])
-        ranges = _Sums(true_range)  # from row 1: row j of ranges is segment row j + 1
+        true_range = np.maximum(self.lh[:, 1:], self.lc[:, :-1])
+        true_range -= np.minimum(self.ll[:, 1:], self.lc[:, :-1], out=co[:, 1:])
+        ranges = _Sums(true_range)  # from row 1: column j of ranges is segment row j + 1
         for w in windows:
             dst[f"rv_{w}"][...] = self.rv(w)
             pk = parkinson.mean(w, keep)
             pk *= _PK_K
             _root(pk, out=dst[f"pk_{w}"])
             _root(garman_klass.mean(w, keep), out=dst[f"gk_{w}"])
-            atr = dst[f"atr_{w}"]
-            if keep >= 1:
-                ranges._diff(ranges.q1, w, keep - 1, out=atr)
-            else:
-                atr[0] = np.nan
-                ranges._diff(ranges.q1, w, 0, out=atr[1:])
+            dst[f"atr_{w}"][...] = self._moves(ranges, w)
         if len(windows) > 1:
             short = np.maximum(self.rv(windows[0]), VOL_FLOOR)
             short /= np.maximum(self.rv(windows[-1]), VOL_FLOOR)
@@ -311,17 +350,18 @@ class _Segment:
 
     def volume(self, dst: dict[str, np.ndarray]) -> None:
         keep = self.keep
-        if self.buy is not None and self.sell is not None:
+        if self.flow:
+            assert self.buy is not None and self.sell is not None
             signed, total = self.buy - self.sell, self.buy + self.sell
         else:
-            signed, total = np.sign(self.c - self.o) * self.v, self.v
+            signed, total = np.sign(self.c - self.o) * self.v, np.array(self.v)
         flow_signed, flow_total = _Sums(signed), _Sums(total)
         logv = np.log(self.v + 1.0)
         logv_means = _Sums(logv)
-        _safe_div(signed[keep:], total[keep:], dst["ofi"])
+        _safe_div(signed[:, keep:], total[:, keep:], dst["ofi"])
         for w in self.cfg.volume_windows:
             _safe_div(flow_signed.mean(w, keep), flow_total.mean(w, keep), dst[f"ofi_{w}"])
-            np.subtract(logv[keep:], logv_means.mean(w, keep), out=dst[f"logvol_{w}"])
+            np.subtract(logv[:, keep:], logv_means.mean(w, keep), out=dst[f"logvol_{w}"])
 
     def trend(self, dst: dict[str, np.ndarray], ema_state: dict[int, float]) -> None:
         """`ema_state` carries each EMA's last value from the previous chunk and is updated.
@@ -332,18 +372,17 @@ class _Segment:
         """
         keep = self.keep
         lc = self.lc
-        lck = lc[keep:]
+        lck = lc[:, keep:]
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
         windows = self.cfg.trend_windows
         levels = _Sums(lc, variance=True, anchor=True)
-        moves = _Sums(np.abs(self.r1[1:]))  # from row 1
+        moves = _Sums(np.abs(self.r1[:, 1:]))  # from row 1
         tops = _extremes(self.lh, windows, np.maximum, keep)
         bottoms = _extremes(self.ll, windows, np.minimum, keep)
         close_top = _extremes(lc, windows, np.maximum, keep)
         close_bottom = _extremes(lc, windows, np.minimum, keep)
         for w in windows:
-            smooth = ema(lck, 2.0 / (w + 1), ema_state.get(w))
-            ema_state[w] = float(smooth[-1])
+            smooth, ema_state[w] = ema_rows(lck, 2.0 / (w + 1), ema_state.get(w))
             np.subtract(lck, smooth, out=smooth)
             np.divide(smooth, unit * math.sqrt(w), out=dst[f"ema_dist_{w}"])
             mean, var = levels.mean_var(w, keep)
@@ -353,14 +392,9 @@ class _Segment:
                 std[flat] = 0.0
             np.subtract(lck, mean, out=mean)
             _safe_div(mean, std, dst[f"zscore_{w}"])
-            change = np.empty(len(lck))
+            change = np.empty(lck.shape)
             self._lag(lc, w, change)
-            if keep >= 1:
-                move, _ = moves._diff(moves.q1, w, keep - 1)
-            else:
-                move = np.empty(len(lck))
-                move[0] = np.nan
-                moves._diff(moves.q1, w, 0, out=move[1:])
+            move = self._moves(moves, w)
             move *= w
             _safe_div(change, move, dst[f"rsi_{w}"])
             top, bottom = tops[w], bottoms[w]
@@ -511,38 +545,57 @@ class FeaturePipeline:
         """
         n = len(bars)
         self._check_length(n, self.warmup, "")
-        _check_prices(bars)
         out = np.empty((self.n_features, _row_length(n)), dtype=np.float32)[:, :n]
         fill = self._filler(bars)
-        for k0 in range(0, n, CHUNK):
-            k1 = min(k0 + CHUNK, n)
+        for k0 in range(0, n, BATCH * CHUNK):
+            k1 = min(k0 + BATCH * CHUNK, n)
             fill(k0, k1, out[:, k0:k1])
         for i, spec in enumerate(self.specs):
             out[i, : spec.warmup] = np.nan
         return out
 
-    def _filler(self, bars: Bars) -> Callable[[int, int, np.ndarray], None]:
-        """fill(k0, k1, dst): raw features of rows [k0, k1) into dst [F, k1 - k0] (float32).
+    def _filler(self, bars: Bars) -> Callable[[int, int, Sequence[np.ndarray]], None]:
+        """fill(k0, k1, dst): raw features of rows [k0, k1) into the float32 rows dst[i] (one
+        per column, each k1 - k0 long; [F, k1 - k0] will do). k0 is a multiple of CHUNK, and
+        k1 one too or n; calls come in order (the EMAs carry their state from chunk to chunk).
 
-        Chunks must come in order, k0 a multiple of CHUNK: the EMAs carry their state from one
-        chunk to the next. Rows before a feature's warm-up are left undefined.
+        Each CHUNK of rows is computed from its own segment (`_Segment`); runs of whole chunks
+        that have their full history before them go through together, up to BATCH at a time.
+        Rows before a feature's warm-up are left undefined.
         """
         clock = SessionClock(self.session, int(bars.ts.min()), int(bars.ts.max()))
         ema_state: dict[int, float] = {}
-        groups = self.config.groups
+        groups = [g for g in self.config.groups if g != "time"]
         names = self.names
+        history = self.history
 
-        def fill(k0: int, k1: int, dst: np.ndarray) -> None:
-            lo = max(0, k0 - self.history)
-            seg = _Segment(bars, lo, k1, k0 - lo, self.config)
-            rows = dict(zip(names, dst, strict=True))
+        def segment(k0: int, chunks: int, stop: int, dst: dict[str, np.ndarray]) -> None:
+            lo = max(0, k0 - history)
+            seg = _Segment(bars, lo, stop, k0 - lo, chunks, CHUNK, self.config)
+            if not seg.valid():  # checked here, on rows in cache; the full check names the row
+                _check_prices(bars)
             for group in groups:
                 if group == "trend":
-                    seg.trend(rows, ema_state)
-                elif group == "time":
-                    clock.write(seg.ts[k0 - lo :], rows)
+                    seg.trend(dst, ema_state)
                 else:
-                    getattr(seg, group)(rows)
+                    getattr(seg, group)(dst)
+
+        def fill(k0: int, k1: int, dst: Sequence[np.ndarray]) -> None:
+            rows = dict(zip(names, dst, strict=True))
+            if "time" in self.config.groups:
+                clock.write(bars.ts[k0:k1], rows)
+            c0 = k0
+            while c0 < k1:
+                c1 = min(c0 + CHUNK, k1)
+                if c0 >= history and c1 - c0 == CHUNK:  # a run of whole chunks
+                    chunks = min((k1 - c0) // CHUNK, BATCH)
+                    c1 = c0 + chunks * CHUNK
+                else:
+                    chunks = 1
+                width = (c1 - c0) // chunks
+                part = {k: v[c0 - k0 : c1 - k0].reshape(chunks, width) for k, v in rows.items()}
+                segment(c0, chunks, c0 + width, part)
+                c0 = c1
 
         return fill
 
@@ -558,7 +611,6 @@ class FeaturePipeline:
         """
         n, f = len(bars), self.n_features
         w = self.config.norm_window
-        _check_prices(bars)
         out = np.empty((n, f), dtype=np.float32)
         out[: self.rolling_valid_from] = 0.0
         scaling = _Scaling(
@@ -566,44 +618,58 @@ class FeaturePipeline:
             threaded=_second_core())
         fill = self._filler(bars)
         rolling_chunk = normalise.ROLLING_CHUNK
-        # room for a few chunks ahead of the scaling, so the buffer is rarely shifted (a shift
-        # waits for the scaling of every chunk before it)
-        cap = (4 if scaling.threaded else 1) * CHUNK + rolling_chunk + w - 1
-        buf = np.empty((f, _row_length(cap)), dtype=np.float32)[:, :cap]
-        base = 0  # row of the series held in buf[:, 0]
+        step = BATCH * CHUNK
+        # Raw rows go into a window buffer; when it is full, the w - 1 rows before the first
+        # unscaled row (and the unscaled ones) move to the front of the other buffer, so the
+        # worker can go on reading this one. One buffer does when nothing runs alongside.
+        cap = step + rolling_chunk + w - 1
+        bufs = [pair_buffer(f, cap) for _ in range(2 if scaling.threaded else 1)]
+        readers: list[list[threading.Event]] = [[] for _ in bufs]  # jobs reading each buffer
+        cur = 0
+        base = 0  # row of the series held in bufs[cur][:, 0]
         done = 0  # first row not yet scaled, a multiple of ROLLING_CHUNK (or n)
         with scaling:
-            for k0 in range(0, n, CHUNK):
-                k1 = min(k0 + CHUNK, n)
-                if k1 - base > cap:  # keep the w - 1 rows before `done`, drop older ones
-                    scaling.wait()
+            k1 = 0
+            while k1 < n:
+                # a first step of one chunk gets the scaling going sooner
+                k0, k1 = k1, min(k1 + (step if k1 else CHUNK), n)
+                if k1 - base > cap:
+                    nxt = (cur + 1) % len(bufs)
+                    scaling.wait(readers[nxt])
+                    readers[nxt] = []
                     keep = max(0, done - w + 1)
-                    buf[:, : k0 - keep] = buf[:, keep - base : k0 - base]
-                    base = keep
-                fill(k0, k1, buf[:, k0 - base : k1 - base])
+                    bufs[nxt][:, : k0 - keep] = bufs[cur][:, keep - base : k0 - base]
+                    cur, base = nxt, keep
+                buf = bufs[cur]
+                fill(k0, k1, pair_rows(buf, f, k0 - base, k1 - base))
                 while done < n and min(done + rolling_chunk, n) <= k1:
                     stop = min(done + rolling_chunk, n)
-                    scaling.submit((buf, done, stop, base))
+                    readers[cur].append(scaling.submit((buf, done, stop, base)))
                     done = stop
-            scaling.wait()
+                # take on what the worker has not started once more than a step's worth waits
+                scaling.help(-(-step // rolling_chunk))
+            scaling.wait([job for jobs in readers for job in jobs])
         return out
 
 
 class _Scaling:
-    """Runs `RollingZScore.rows` jobs (raw, k0, k1, base) into `out`: in order on the calling
-    thread, or, `threaded`, on a worker thread with the caller taking queued jobs whenever more
-    than one is waiting. Jobs write disjoint rows of `out`; each thread has its own scaler."""
+    """Runs `RollingZScore.rows` jobs (raw, k0, k1, base) into `out`: at once on the calling
+    thread, or, `threaded`, on a worker thread, the caller taking queued jobs itself when it
+    calls `help` or `wait`. Jobs write disjoint rows of `out`; each thread has its own
+    scaler (work buffers)."""
+
+    Job = tuple[np.ndarray, int, int, int]
 
     def __init__(self, make: Callable[[], RollingZScore], out: np.ndarray, threaded: bool):
         self.out, self.threaded = out, threaded
         self.own = make()
         self.error: BaseException | None = None
         if threaded:
-            self.jobs: queue.Queue[tuple[np.ndarray, int, int, int] | None] = queue.Queue()
+            self.jobs: queue.Queue[tuple[_Scaling.Job, threading.Event] | None] = queue.Queue()
             self.side = make()
             self.thread = threading.Thread(target=self._work, name="foxhunt-zscore", daemon=True)
 
-    def __enter__(self) -> _Scaling:
+    def __enter__(self) -> Self:
         if self.threaded:
             try:
                 self.thread.start()
@@ -616,43 +682,51 @@ class _Scaling:
             self.jobs.put(None)
             self.thread.join()
 
-    def _work(self) -> None:
-        while True:
-            job = self.jobs.get()
-            try:
-                if job is None:
-                    return
-                if self.error is None:
-                    self.side.rows(job[0], job[1], job[2], self.out, job[3])
-            except BaseException as exc:  # re-raised on the calling thread by wait()
-                self.error = exc
-            finally:
-                self.jobs.task_done()
+    def _run(self, scaler: RollingZScore, item: tuple[_Scaling.Job, threading.Event]) -> None:
+        (raw, k0, k1, base), finished = item
+        try:
+            if self.error is None:
+                scaler.rows(raw, k0, k1, self.out, base)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread by wait()
+            self.error = exc
+        finally:
+            finished.set()
 
-    def submit(self, job: tuple[np.ndarray, int, int, int]) -> None:
+    def _work(self) -> None:
+        while (item := self.jobs.get()) is not None:
+            self._run(self.side, item)
+
+    def submit(self, job: _Scaling.Job) -> threading.Event:
+        finished = threading.Event()
         if not self.threaded:
             self.own.rows(job[0], job[1], job[2], self.out, job[3])
-            return
-        self.jobs.put(job)
-        self._help(1)
+            finished.set()
+            return finished
+        self.jobs.put((job, finished))
+        return finished
 
-    def _help(self, backlog: int) -> None:
-        while self.jobs.qsize() > backlog:
-            try:
-                job = self.jobs.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                assert job is not None
-                self.own.rows(job[0], job[1], job[2], self.out, job[3])
-            finally:
-                self.jobs.task_done()
+    def _take(self) -> bool:
+        """Run one queued job here; whether there was one."""
+        try:
+            item = self.jobs.get_nowait()
+        except queue.Empty:
+            return False
+        assert item is not None
+        self._run(self.own, item)
+        return True
 
-    def wait(self) -> None:
-        """Return once every submitted job is done."""
+    def help(self, backlog: int) -> None:
+        """Run queued jobs here until at most `backlog` wait."""
+        while self.threaded and self.jobs.qsize() > backlog and self._take():
+            pass
+
+    def wait(self, jobs: list[threading.Event]) -> None:
+        """Return once the given jobs are done, running queued jobs meanwhile."""
         if self.threaded:
-            self._help(0)
-            self.jobs.join()
+            for finished in jobs:
+                while not finished.is_set():
+                    if not self._take():
+                        finished.wait()
             if self.error is not None:
                 raise self.error
 

@@ -9,6 +9,10 @@ Window sums are differences of prefix sums taken within the segment, so the roun
 depends on the segment, not on how far into a million-row series it sits. A level (a log
 price) is summed minus an anchor, the segment's first value, so its variance keeps its digits;
 other series are summed as they are, so a run of zeros gives windows of exactly zero.
+
+The pipeline runs this arithmetic on several chunks at once, one segment per row of a 2-D
+array (`ema_rows` here; window sums and extremes in `foxhunt.features.pipeline`), which gives
+every row the bits these one-segment kernels give it.
 """
 
 from __future__ import annotations
@@ -170,6 +174,52 @@ def ema(x: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     out = flat[:n]
     out += anchor
     return out
+
+
+def ema_rows(x: np.ndarray, alpha: float, prev: float | None = None) -> tuple[np.ndarray, float]:
+    """`ema` of consecutive stretches of one series, the rows of x [B, n], at once.
+
+    Row b is what `ema(x[b], alpha, last)` returns, `last` being row b - 1's last value (`prev`
+    for row 0); returns (the rows, the last row's last value). Only the carries between blocks
+    run row after row, in Python floats (IEEE doubles, as numpy's); the vector work is shared.
+    """
+    rows, n = x.shape
+    beta = 1.0 - alpha
+    if n == 0 or beta <= 0.0:
+        out = np.array(x, dtype=np.float64)
+        return out, (float(out[-1, -1]) if out.size else (prev or 0.0))
+    anchors = x[:, 0].astype(np.float64)
+    b = int(min(max(1.0, 600.0 / -math.log(beta)), MAX_BLOCK))
+    nb = -(-n // b)
+    flat = np.empty((rows, nb * b))
+    flat[:, n:] = 0.0
+    np.subtract(x, anchors[:, None], out=flat[:, :n])
+    blocks = flat.reshape(rows, nb, b)
+    down = _powers(beta, b)
+    blocks /= down
+    # one scan per block: a scan over several rows is split across torch's threads
+    for row in torch.from_numpy(flat.reshape(rows * nb, b)).unbind(0):
+        row.cumsum_(0)
+    scale = _scaled_powers(alpha, beta, b)
+    ends = (blocks[:, :, -1] * scale[-1]).tolist()
+    last = (n - 1) % b
+    tails, scale_last = blocks[:, nb - 1, last].tolist(), float(scale[last])
+    carry = np.empty((rows, nb))
+    step = beta**b
+    for r in range(rows):
+        anchor = float(anchors[r])
+        state = 0.0 if prev is None else prev - anchor
+        for k in range(nb):
+            carry[r, k] = state * (beta / alpha)
+            state = step * state + ends[r][k]
+        # this row's last value, as the vector code below computes it
+        prev = (tails[r] + float(carry[r, nb - 1])) * scale_last + anchor
+    blocks += carry[:, :, None]
+    blocks *= scale
+    out = flat[:, :n]
+    out += anchors[:, None]
+    assert prev is not None
+    return out, prev
 
 
 def lag_diff(x: np.ndarray, k: int) -> np.ndarray:
