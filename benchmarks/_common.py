@@ -28,6 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from foxhunt import devices
+from foxhunt.errors import ConfigError
+
 _T0 = time.perf_counter()
 
 
@@ -37,12 +40,11 @@ def log(message: str) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    """`auto` picks CUDA when available; asking for CUDA without it is a usage error."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA device is available (use --device cpu or auto)")
-    return torch.device(name)
+    """`foxhunt.devices.resolve_device`, with a usage error as the exit message."""
+    try:
+        return devices.resolve_device(name)
+    except ConfigError as exc:
+        raise SystemExit(f"--{exc}") from None
 
 
 def synchronize(device: torch.device) -> None:
@@ -122,6 +124,37 @@ def time_block(fn: Callable[[], object], device: torch.device) -> float:
 
 
 # -- where and when --------------------------------------------------------------------------
+
+
+def kernel_profile(fn: Callable[[], object], iters: int, device: torch.device) -> dict[str, Any]:
+    """CUDA kernels one call of `fn` runs (also inside CUDA-graph replays), and their summed
+    device time, from `torch.profiler` over `iters` calls; {} on the CPU.
+
+    Compare `kernel_ms` with the step's wall time: when the kernels' own time is a small part
+    of it, the step is bound by launches (kernel count), not by arithmetic or memory.
+    """
+    if device.type != "cuda":
+        return {}
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize(device)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]
+    by_name: dict[str, list[float]] = {}
+    for e in kernels:
+        by_name.setdefault(e.name, []).append(e.device_time)
+    top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:8]
+    return {
+        "kernels_per_step": round(len(kernels) / iters, 1),
+        "kernel_ms_per_step": round(sum(e.device_time for e in kernels) / iters / 1e3, 4),
+        "top_kernels": [{"name": name[:90], "calls_per_step": round(len(t) / iters, 1),
+                         "ms_per_step": round(sum(t) / iters / 1e3, 4)} for name, t in top],
+    }
 
 
 def _cpu_model() -> str:

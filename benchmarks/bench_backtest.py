@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _common import emit, log, resolve_device, synchronize
+from _common import emit, kernel_profile, log, resolve_device, synchronize
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.backtest import Backtester, Job, SmaCross, checkpoint_policy
@@ -92,11 +92,17 @@ def greedy(sizes: dict, device: torch.device, workdir: Path) -> dict:
     wall_s, results = run()
     steps = per - 1
     engine = results[0].engine
+    profile = kernel_profile(lambda: tester.run(jobs), 1, device)
+    if profile:
+        profile["kernels_per_step"] = round(profile["kernels_per_step"] / engine["steps"], 1)
+        profile["kernel_ms_per_step"] = round(profile["kernel_ms_per_step"] / engine["steps"], 4)
+        profile.pop("top_kernels")
     return {
         "bars_per_window": per, "windows": count, "hidden": hidden, "atoms": 51,
         "obs_dim": net.obs_dim, "n_envs": engine["n_envs"], "steps": engine["steps"],
         "graphs": engine["graphs"], "compiled": engine["compiled"],
         "setup_s": round(setup_s, 3), "first_run_s": round(first_s, 3), "wall_s": round(wall_s, 3),
+        "lockstep_s": engine["lockstep_s"], "profile": profile,
         "per_step_us": round(wall_s / steps * 1e6, 1),
         "bars_per_s": round(per * count / wall_s),
         "trades": int(sum(len(r.trades) for r in results)),

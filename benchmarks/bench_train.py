@@ -7,11 +7,11 @@ of the trainer's own code path (eager on the CPU; `CapturedStep` CUDA graphs on 
 1. update: one Rainbow update (PER sample from the replay, n-step targets, C51 loss on online
    and target nets, backward, clip, Adam, priority write-back, Polyak) at batch 512, hidden 512,
    51 atoms, 3x3 branches, n = 3, over a replay holding ~1M transitions. Eager and, on CUDA,
-   graphed (and, with --compile, graphed with `train.compile`). Target on the H200: median
-   <= 0.25 ms and >= 4000 updates/s (graphed, the trainer's default).
+   graphed, graphed + compiled, and the trainer's default (graphed + compiled + bf16
+   autocast). Target on the H200: median <= 0.25 ms and >= 4000 updates/s (the default).
 2. collect: `Learner.collect()` for 8192 parallel envs with window 32 (noisy policy forward +
-   env.step + replay.add), eager and graphed; env-steps/s = n_envs * steps / s. Target on the
-   H200: >= 50M env-steps/s (graphed). Env-only stepping with random actions for context.
+   env.step + replay.add) in the same modes; env-steps/s = n_envs * steps / s. Target on the
+   H200: >= 50M env-steps/s (the default). Env-only stepping with random actions for context.
 3. sb3: Stable-Baselines3 DQN on the same env through `foxhunt.env.gym_wrapper.TradingEnv`
    (Discrete(27)), MLP [hidden, hidden], same batch, train_freq 1, gradient_steps 1, same
    device. Reports its env-steps/s during learn() and its gradient updates/s when it only
@@ -41,7 +41,7 @@ from foxhunt.training.graphs import CapturedStep
 from foxhunt.training.learner import Learner
 from foxhunt.training.walkforward import Window
 
-from _common import emit, log, resolve_device, time_block, time_steps
+from _common import emit, kernel_profile, log, resolve_device, time_block, time_steps
 
 TARGETS = {
     "update_median_ms_max": 0.25,
@@ -51,6 +51,7 @@ TARGETS = {
 }
 TARGET_DEVICE = "NVIDIA H200, CUDA graphs"
 SEED = 0
+PROFILE_ITERS = 10  # CUDA: steps profiled after the timed block, for kernels_per_step
 
 
 @dataclass(frozen=True)
@@ -101,23 +102,25 @@ PLANS = {
 
 @dataclass(frozen=True)
 class Mode:
-    """How the Learner runs its steps; `compile` changes the update only, not collection."""
+    """How the Learner runs its steps (`train.cuda_graphs`, `train.compile`, `train.autocast`)."""
 
     name: str
     cuda_graphs: bool
     compile: bool = False
-
-    @property
-    def times_collect(self) -> bool:
-        return not self.compile
+    autocast: str = "off"
 
 
-def modes(device: torch.device, compile_: bool) -> list[Mode]:
+DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
+
+
+def modes(device: torch.device, plain_only: bool) -> list[Mode]:
+    """CUDA: plain eager, plain graphed, graphed + compiled (float32/TF32), and the default."""
     if device.type != "cuda":
         return [Mode("eager", cuda_graphs=False)]
     out = [Mode("eager", cuda_graphs=False), Mode("graphed", cuda_graphs=True)]
-    if compile_:
-        out.append(Mode("graphed_compiled", cuda_graphs=True, compile=True))
+    if not plain_only:
+        out += [Mode("compiled", cuda_graphs=True, compile=True),
+                Mode(DEFAULT_MODE, cuda_graphs=True, compile=True, autocast="bf16")]
     return out
 
 
@@ -127,7 +130,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
-                          cuda_graphs=mode.cuda_graphs, compile=mode.compile, seed=SEED),
+                          cuda_graphs=mode.cuda_graphs, compile=mode.compile,
+                          autocast=mode.autocast, seed=SEED),
     )
 
 
@@ -199,14 +203,16 @@ def collect_met(c: dict) -> bool:
 def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
     t = time_steps(learner.update, plan.update_iters, plan.warmup, device)
     out = {**t.summary(), "updates_per_s": round(t.per_s, 1),
-           "cuda_graph": learner.update.captured}
+           "cuda_graph": learner.update.captured,
+           **kernel_profile(learner.update, PROFILE_ITERS, device)}
     return {**out, "target_met": update_met(out)}
 
 
 def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
     t = time_steps(learner.collect, plan.collect_steps, plan.warmup, device)
     out = {**t.summary(), "env_steps_per_s": round(learner.env.n_envs * t.per_s),
-           "cuda_graph": learner.collect.captured}
+           "cuda_graph": learner.collect.captured,
+           **kernel_profile(learner.collect, PROFILE_ITERS, device)}
     return {**out, "target_met": collect_met(out)}
 
 
@@ -227,7 +233,7 @@ def measure_env_only(
     captured = CapturedStep(step, graphed)
     t = time_steps(captured, plan.env_steps, plan.warmup, device)
     return {**t.summary(), "env_steps_per_s": round(n_envs * t.per_s),
-            "cuda_graph": captured.captured}
+            "cuda_graph": captured.captured, **kernel_profile(captured, PROFILE_ITERS, device)}
 
 
 def measure_sb3(
@@ -320,11 +326,9 @@ def measure_mode(
     log(f"{mode.name}: {plan.update_iters} updates")
     update = measure_update(learner, plan, device)
     log(f"{mode.name}: update median {update['median_ms']} ms")
-    collect = None
-    if mode.times_collect:
-        log(f"{mode.name}: {plan.collect_steps} collect steps")
-        collect = measure_collect(learner, plan, device)
-        log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
+    log(f"{mode.name}: {plan.collect_steps} collect steps")
+    collect = measure_collect(learner, plan, device)
+    log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
     del learner
     gc.collect()
     if device.type == "cuda":
@@ -343,9 +347,8 @@ def run(args: argparse.Namespace) -> dict:
         plan = Plan(**{**asdict(plan), "collect_steps": args.collect_steps,
                        "env_steps": args.collect_steps})
     torch.manual_seed(SEED)
-    base_modes = [m for m in modes(device, args.compile) if not m.compile]
-    compiled_modes = [m for m in modes(device, args.compile) if m.compile]
-    env_config = training_spec(sizes, device, base_modes[0]).env
+    all_modes = modes(device, args.no_compile)
+    env_config = training_spec(sizes, device, all_modes[0]).env
 
     log(f"{size_name} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
     setup = build_market(sizes, env_config, device)
@@ -354,17 +357,24 @@ def run(args: argparse.Namespace) -> dict:
     collects: dict = {}
     env_only: dict = {}
     facts: dict = {}
-    for mode in base_modes:
-        updates[mode.name], collects[mode.name], facts = measure_mode(
-            mode, sizes, setup, plan, device)
-    for mode in base_modes:
+    for mode in all_modes:
+        try:
+            updates[mode.name], collects[mode.name], facts = measure_mode(
+                mode, sizes, setup, plan, device)
+        except Exception as exc:  # noqa: BLE001 - a compiler failure is reported, not fatal
+            error = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+            updates[mode.name] = collects[mode.name] = error
+            log(f"{mode.name}: failed ({error['error']})")
+    for mode in all_modes[:2]:
         log(f"env only ({mode.name}): {plan.env_steps} steps of {sizes.n_envs} envs")
         env_only[mode.name] = measure_env_only(setup, env_config, sizes.n_envs, plan, device,
                                                mode.cuda_graphs)
     if not cuda:
         for measured in (updates, collects, env_only):
             measured["graphed"] = SKIPPED_GRAPHS
-    main_mode = "graphed" if cuda else "eager"
+    main_mode = all_modes[-1].name if cuda else "eager"
+    if "error" in updates[main_mode]:
+        main_mode = "graphed" if cuda else "eager"
     update_headline = headline(updates, main_mode, ("median_ms", "updates_per_s"),
                                {"median_ms_max": TARGETS["update_median_ms_max"],
                                 "updates_per_s_min": TARGETS["updates_per_s_min"]})
@@ -377,14 +387,6 @@ def run(args: argparse.Namespace) -> dict:
     else:
         sb3 = sb3_ratio(measure_sb3(setup, env_config, sizes, plan, device),
                         update_headline["updates_per_s"])
-
-    # Last, so that a compiler failure cannot cost the measurements above.
-    for mode in compiled_modes:
-        try:
-            updates[mode.name] = measure_mode(mode, sizes, setup, plan, device)[0]
-        except Exception as exc:  # noqa: BLE001 - report any compiler failure and carry on
-            updates[mode.name] = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-            log(f"{mode.name}: failed ({updates[mode.name]['error']})")
     update = {**updates, **update_headline}
 
     notes = [
@@ -394,7 +396,8 @@ def run(args: argparse.Namespace) -> dict:
         "The replay is filled with synthetic transitions (valid bar indices, random actions, "
         "rewards and priorities) via PrioritizedReplay.add; the update's cost depends on shapes "
         "only.",
-        f"Targets are for the {TARGET_DEVICE} (the trainer's default: graphs on, compile off); "
+        f"Targets are for the {TARGET_DEVICE} with the trainer's defaults (mode "
+        f"{DEFAULT_MODE}: graphs, torch.compile, bf16 autocast); "
         "target_met is reported for every mode on every device.",
         "foxhunt's update does more work than SB3's: C51 (51 atoms) dueling branching heads, "
         "noisy layers, double-DQN online+target forwards on the next state, an auxiliary head, "
@@ -403,8 +406,6 @@ def run(args: argparse.Namespace) -> dict:
     if not cuda:
         notes.append(f"CPU run: only {plan.update_iters} updates, {plan.collect_steps} collect "
                      f"steps and {plan.env_steps} env-only steps are timed.")
-        if args.compile:
-            notes.append("--compile is ignored on the CPU (train.compile applies to CUDA only).")
     return {
         "mode": size_name,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
@@ -423,8 +424,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke test, CPU)")
     parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
     parser.add_argument("--skip-sb3", action="store_true", help="skip the SB3 peer")
-    parser.add_argument("--compile", action="store_true",
-                        help="CUDA: also time the update with train.compile (torch.compile)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="CUDA: time only the plain eager and graphed modes (no torch.compile)")
     parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
     parser.add_argument("--collect-steps", type=int, metavar="N",
                         help="timed collect and env-only steps per mode")

@@ -58,14 +58,13 @@ def test_learns_the_analytical_q_values(head):
 def _set_branch_preferences(net: BranchingQNetwork, rows: dict[int, torch.Tensor]) -> None:
     """Zero the last layers so every state gives action a the atom logits rows[a]."""
     with torch.no_grad():
-        net.heads.value[-1].weight.zero_()
-        net.heads.value[-1].bias.zero_()
-        for stream in net.heads.advantages:
-            stream[-1].weight.zero_()
-            bias = torch.zeros(3, net.config.atoms)
-            for a, row in rows.items():
-                bias[a] = row
-            stream[-1].bias.copy_(bias.flatten())
+        net.heads.value.weight_mu.zero_()
+        net.heads.value.bias_mu.zero_()
+        net.heads.advantage.weight_mu.zero_()
+        bias = torch.zeros(3, net.config.atoms)
+        for a, row in rows.items():
+            bias[a] = row
+        net.heads.advantage.bias_mu.copy_(bias.flatten().expand(3, -1))
 
 
 def test_double_dqn_uses_online_argmax_and_target_evaluation():

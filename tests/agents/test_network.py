@@ -56,7 +56,7 @@ def test_shifting_one_branch_advantage_leaves_every_output_unchanged():
     obs = torch.randn(5, OBS)
     before = net(obs).log_probs
     with torch.no_grad():
-        net.heads.advantages[1][-1].bias_mu += 3.0
+        net.heads.advantage.bias_mu[1] += 3.0
     torch.testing.assert_close(net(obs).log_probs, before)
 
 
@@ -65,12 +65,11 @@ def test_act_picks_the_argmax_in_each_branch():
     preferred = [2, 0, 1]
     atoms = 51
     with torch.no_grad():
-        for b, stream in enumerate(net.heads.advantages):
-            last = stream[-1]
-            last.weight_mu.zero_()
+        net.heads.advantage.weight_mu.zero_()
+        for b in range(3):
             bias = torch.zeros(3, atoms)
             bias[preferred[b]] = torch.linspace(0, 4, atoms)
-            last.bias_mu.copy_(bias.flatten())
+            net.heads.advantage.bias_mu[b].copy_(bias.flatten())
     obs = torch.randn(9, OBS)
     assert net.act(obs).tolist() == [preferred] * 9
     torch.testing.assert_close(net.act(obs), net.q_values(obs).argmax(-1))

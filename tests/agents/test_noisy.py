@@ -1,13 +1,16 @@
-"""Factorised noisy linear layer: initialisation, in-place noise, eval uses mean weights."""
+"""Factorised noisy linear layers: initialisation, in-place noise, eval uses mean weights, grouped
+layers equal separate ones, one draw refills a whole network."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from foxhunt.agents.dqn import NoisyLinear
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
+from foxhunt.agents.dqn.noisy import GroupedLinear, draw_noise
 
 
 def test_initialisation_follows_the_paper():
@@ -64,3 +67,62 @@ def test_gradients_reach_sigma():
     layer = NoisyLinear(6, 3)
     layer(torch.randn(4, 6)).sum().backward()
     assert layer.weight_sigma.grad.abs().sum() > 0 and layer.bias_sigma.grad.abs().sum() > 0
+
+
+def _per_group_reference(layer: GroupedLinear, x: torch.Tensor) -> torch.Tensor:
+    """The same computation as `groups` separate layers, one F.linear each."""
+    outs = []
+    for g in range(layer.groups):
+        w, b = layer.weight_mu[g], layer.bias_mu[g]
+        if layer.noisy and layer.training:
+            w = w + layer.weight_sigma[g] * torch.outer(layer.eps_out[g], layer.eps_in[g])
+            b = b + layer.bias_sigma[g] * layer.eps_out[g]
+        xg = x if layer.shared_input else x[..., g, :]
+        outs.append(F.linear(xg, w, b))
+    return torch.stack(outs, dim=-2)
+
+
+@pytest.mark.parametrize("shared_input", [True, False])
+@pytest.mark.parametrize("noisy", [True, False])
+@pytest.mark.parametrize("lead", [(5,), (4, 3)])
+def test_grouped_linear_equals_separate_layers(shared_input, noisy, lead):
+    torch.manual_seed(2)
+    layer = GroupedLinear(3, 8, 6, shared_input=shared_input, noisy=noisy)
+    if noisy:
+        draw_noise(list(layer.noise_buffers()), torch.empty(3 * 8 + 3 * 6), None)
+    x = torch.randn(*lead, 8) if shared_input else torch.randn(*lead, 3, 8)
+    y = layer(x)
+    assert y.shape == (*lead, 3, 6)
+    torch.testing.assert_close(y, _per_group_reference(layer, x))
+    layer.eval()
+    torch.testing.assert_close(layer(x), _per_group_reference(layer, x))
+
+
+def test_each_group_has_its_own_noise_and_eval_ignores_it():
+    layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)
+    draw_noise(list(layer.noise_buffers()), torch.empty(2 * 4 + 2 * 3), None)
+    assert not torch.equal(layer.eps_in[0], layer.eps_in[1])
+    assert not torch.equal(layer.eps_out[0], layer.eps_out[1])
+    x = torch.randn(5, 4)
+    layer.eval()
+    torch.testing.assert_close(layer(x), F.linear(x, layer.weight_mu.reshape(6, 4),
+                                                  layer.bias_mu.reshape(6)).view(5, 2, 3))
+
+
+def test_draw_noise_fills_every_buffer_in_order_from_one_draw():
+    buffers = [torch.zeros(3), torch.zeros(2, 4), torch.zeros(5)]
+    draw_noise(buffers, torch.empty(3 + 8 + 5), torch.Generator().manual_seed(11))
+    x = torch.randn(16, generator=torch.Generator().manual_seed(11))
+    expected = x.sign() * x.abs().sqrt()
+    torch.testing.assert_close(torch.cat([b.flatten() for b in buffers]), expected)
+
+
+def test_network_reset_noise_changes_every_noisy_buffer_in_one_draw():
+    torch.manual_seed(0)
+    net = BranchingQNetwork(12, AgentConfig(hidden=16, noisy_trunk=True))
+    buffers = net.noise_buffers()
+    assert len(buffers) == 2 * (2 + 3)  # trunk: 2 NoisyLinear; heads: hidden, advantage, value
+    assert net.noise_workspace.numel() == sum(b.numel() for b in buffers)
+    before = [b.clone() for b in buffers]
+    net.reset_noise()
+    assert all(not torch.equal(a, b) for a, b in zip(before, net.noise_buffers(), strict=True))

@@ -80,15 +80,15 @@ def test_describe_diff_names_the_parameter_and_the_settings():
     old = BranchingQNetwork(10, AgentConfig(hidden=16, atoms=51))
     new = BranchingQNetwork(10, AgentConfig(hidden=16, atoms=21))
     msg = describe_layout_diff(layout_description(old), new)
-    assert "parameter 'heads.value.2.weight_mu' is (51, 16) float32 in the checkpoint" in msg
-    assert "but (21, 16) float32 in the model" in msg
+    assert "parameter 'heads.advantage.weight_mu' is (3, 153, 16) float32 in the checkpoint" in msg
+    assert "but (3, 63, 16) float32 in the model" in msg
     assert "atoms 51 vs 21" in msg
 
 
 def test_describe_diff_names_a_missing_parameter():
     a = BranchingQNetwork(10, AgentConfig(hidden=16))
-    b = BranchingQNetwork(10, AgentConfig(hidden=16, dueling=False))
+    b = BranchingQNetwork(10, AgentConfig(hidden=16, noisy=False))
     assert (
-        "parameter 'heads.value.0.weight_mu' is (16, 16) float32 in the checkpoint but absent"
+        "parameter 'heads.hidden.weight_sigma' is (4, 16, 16) float32 in the checkpoint but absent"
         in (describe_layout_diff(a, b))
     )

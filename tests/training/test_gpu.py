@@ -13,9 +13,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
 
 
-def learner(tmp_path, graphs: bool, seed: int = 0):
+def learner(tmp_path, graphs: bool, seed: int = 0, **train):
     market = synth(3_000, 0.3, seed=11)
-    spec = tiny_spec(cuda_graphs=graphs, seed=seed)
+    spec = tiny_spec(cuda_graphs=graphs, seed=seed, **train)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
     return trainer.start_fold(trainer.folds[0]).learner
 
@@ -60,3 +60,47 @@ def test_graphed_and_eager_updates_agree(tmp_path):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
     torch.testing.assert_close(eager.replay.priority_alpha, graphed.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
+
+
+def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
+    lr = learner(tmp_path, graphs=True)
+    assert lr.compiled and lr.autocast
+    lr.run_collect(8)
+    lr.run_updates(5)  # warm-up and capture
+    assert lr.update.captured
+    noise = lr.online.heads.hidden.eps_in
+    seen = []
+    for _ in range(3):
+        lr.run_updates(1)
+        seen.append(noise.clone())
+    assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])
+    starts = []
+    for _ in range(3):
+        lr.run_collect(1)
+        starts.append(lr.env._fresh_starts.clone())
+    assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
+
+
+def test_compiled_loss_equals_the_plain_one(tmp_path):
+    """Same replay, same seed: the compiled forward (random ops as in eager) gives the same sample,
+    noise and loss as the uncompiled code, and the same gradients after backward."""
+    import torch._inductor.config as inductor_config
+
+    lr = learner(tmp_path, graphs=False, autocast="off")
+    lr.run_collect(8)
+    lr.online.train()
+    results = []
+    with inductor_config.patch(fallback_random=True):
+        for forward in (type(lr)._forward_loss.__get__(lr), torch.compile(type(lr)._forward_loss.__get__(lr))):
+            torch.cuda.manual_seed(5)
+            index, out = forward()
+            lr.optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]
+            results.append((index, out.loss.detach(), out.td_abs, grads))
+    (i0, l0, td0, g0), (i1, l1, td1, g1) = results
+    assert torch.equal(i0, i1)
+    torch.testing.assert_close(l1, l0, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(td1, td0, rtol=1e-4, atol=1e-5)
+    for a, b in zip(g0, g1, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)

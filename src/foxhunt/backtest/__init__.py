@@ -6,7 +6,7 @@ many policies x windows batched on the device, trades, equity curves and metrics
     write_trades(results, "trades.parquet")
 """
 
-from foxhunt.backtest.engine import Backtester, Job, StepLoop, resolve_device, run_backtest
+from foxhunt.backtest.engine import Backtester, Job, StepLoop, run_backtest
 from foxhunt.backtest.results import (
     BacktestResult,
     bars_table,
@@ -55,7 +55,6 @@ __all__ = [
     "parse_strategy",
     "read_table",
     "report_series",
-    "resolve_device",
     "run_backtest",
     "trades_table",
     "write_bars",

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from foxhunt.backtest.results import RECORD, BacktestResult, Record, assemble
 from foxhunt.backtest.strategies import PolicySpec, TablePolicy
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
+from foxhunt.devices import resolve_device
 from foxhunt.env import fills
 from foxhunt.env.actions import ActionTable
 from foxhunt.env.config import EnvConfig
@@ -88,15 +90,6 @@ class _Batch:
     policies: list[tuple[Policy, int, int]]  # (callable, first env, end env)
     steps: int
     index: list[tuple[np.ndarray, np.ndarray]]  # per plan: (env, step) of each of its decisions
-
-
-def resolve_device(device: torch.device | str | None) -> torch.device:
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device cuda: no CUDA device is available (use cpu or auto)")
-    return device
 
 
 def backtest_env_config(env_config: EnvConfig) -> EnvConfig:
@@ -276,13 +269,15 @@ class Backtester:
         )  # fmt: skip
         starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
         loop = StepLoop(env, tuple(batch.policies), compile=self.compile)
+        began = time.perf_counter()
         with torch.no_grad():
             out = loop.run(starts, batch.steps, self.graphs)
-        info = {"mode": "lockstep", "device": str(self.device), "n_envs": env.n_envs,
-                "steps": batch.steps, "graphs": loop.graphed, "compiled": loop.compiled}
         rows = np.concatenate([step * env.n_envs + lane for lane, step in batch.index])
         flat = out.view(-1, len(RECORD)).index_select(0, torch.as_tensor(rows, device=out.device))
         flat = flat.cpu().numpy()
+        info = {"mode": "lockstep", "device": str(self.device), "n_envs": env.n_envs,
+                "steps": batch.steps, "graphs": loop.graphed, "compiled": loop.compiled,
+                "lockstep_s": round(time.perf_counter() - began, 4)}
         sizes = np.cumsum([len(lane) for lane, _ in batch.index])[:-1]
         return [{k: part[:, i] for i, k in enumerate(RECORD)}
                 for part in np.split(flat, sizes)], info

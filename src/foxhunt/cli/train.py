@@ -28,9 +28,10 @@ def run_training(
 ):
     """Resolve settings and profile, load bars, and run the walk-forward trainer."""
     from foxhunt.data.series import BarSpec
+    from foxhunt.devices import resolve_device
     from foxhunt.features.pipeline import FeaturePipeline
     from foxhunt.profiles import choose_profile
-    from foxhunt.training.trainer import WalkForwardTrainer, resolve_device
+    from foxhunt.training.trainer import WalkForwardTrainer
 
     resolved = _settings(ctx)
     settings = resolved.settings

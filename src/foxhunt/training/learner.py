@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from foxhunt.agents.dqn import BranchingQNetwork, c51_loss, iqn_loss, polyak_update
+from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate, c51_loss, iqn_loss
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
@@ -78,12 +78,13 @@ class Learner:
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
         self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
-        self._optimizer_step = self.optimizer.step
-        self._batch_fn, self._record_fn, collect_fn = self._batch, self._record, self._collect
-        if t.compile and device.type == "cuda":
-            fuse = lambda fn: torch.compile(fn, dynamic=False)  # noqa: E731
-            self._loss_fn, self._optimizer_step = fuse(self._loss_fn), fuse(self.optimizer.step)
-            self._batch_fn, self._record_fn, collect_fn = fuse(self._batch), fuse(self._record), fuse(self._collect)
+        self._params = [p for p in self.online.parameters() if p.requires_grad]
+        self._polyak = PolyakUpdate(self.target, self.online, a.tau)
+        # bf16 autocast for the network passes; CUDA only (CPU runs stay float32 and exact).
+        self.autocast = device.type == "cuda" and t.autocast == "bf16"
+        self.compiled = device.type == "cuda" and t.compile
+        fuse = (lambda fn: torch.compile(fn, dynamic=False)) if self.compiled else (lambda fn: fn)  # noqa: E731
+        self._forward_loss, self._apply_gradients = fuse(self._forward_loss), fuse(self._apply_gradients)
         n_mix = a.n_branches * a.n_actions
         self.collect_acc = torch.zeros(len(COLLECT_METRICS) + n_mix, device=device, dtype=torch.float64)
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
@@ -92,16 +93,19 @@ class Learner:
         self._mix_ones = torch.ones(t.n_envs * a.n_branches, device=device, dtype=torch.float64)
         self._n_envs_t = torch.full((), float(t.n_envs), device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
-        self.collect = CapturedStep(collect_fn, graphs)
+        self.collect = CapturedStep(fuse(self._collect), graphs)
         self.update = CapturedStep(self._update, graphs)
         self.transitions = 0
 
     # -- the two hot-path steps ----------------------------------------------------------------
 
+    def _autocast(self) -> torch.autocast:
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast)
+
     def _collect(self) -> None:
         env = self.env
         bar, pos_state = env.state()
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             self.online.reset_noise(self.generator)
             action = self.online.act(env.observe(bar, pos_state))
         r = env.step(action)
@@ -121,15 +125,26 @@ class Learner:
             mix,
         ))
 
-    def _batch(self) -> tuple[Tensor, ...]:
-        """PER sample and the observations re-gathered for it (index, action, G, discount, w,
-        obs, next_obs, direction labels)."""
+    def _forward_loss(self) -> tuple[Tensor, LossOutput]:
+        """PER sample, observations re-gathered for it, fresh noise in both networks, the loss.
+        Returns (sampled flat indices, loss output); compiled, its backward is compiled too."""
         b, env = self.replay.sample(self.spec.train.batch_size), self.env
-        return (b.index, b.action, b.ret, b.discount, b.weight,
-                env.observe(b.bar, b.pos_state), env.observe(b.next_bar, b.next_pos_state),
-                direction_labels(self.market, b.bar))
+        self.online.reset_noise(self.generator)
+        self.target.reset_noise(self.generator)
+        with self._autocast():
+            out = self._loss_fn(
+                self.online, self.target, env.observe(b.bar, b.pos_state), b.action, b.ret,
+                b.discount, env.observe(b.next_bar, b.next_pos_state), b.weight,
+                direction_labels(self.market, b.bar), self.spec.agent,
+            )
+        return b.index, out
 
-    def _record(self, index: Tensor, td_abs: Tensor, metrics: dict[str, Tensor], grad_norm: Tensor) -> None:
+    def _apply_gradients(self, index: Tensor, td_abs: Tensor, metrics: dict[str, Tensor]) -> None:
+        """Clip, Adam, Polyak, new priorities and the metric accumulators, after backward."""
+        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, self.spec.agent.grad_clip,
+                                                   foreach=True)
+        self.optimizer.step()
+        self._polyak()
         self.replay.update_priorities(index, td_abs)
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
@@ -138,18 +153,10 @@ class Learner:
         )).double()  # fmt: skip
 
     def _update(self) -> None:
-        a = self.spec.agent
-        index, action, ret, discount, weight, obs, next_obs, labels = self._batch_fn()
-        self.online.reset_noise(self.generator)
-        self.target.reset_noise(self.generator)
-        out = self._loss_fn(self.online, self.target, obs, action, ret, discount, next_obs, weight,
-                            labels, a)
+        index, out = self._forward_loss()
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.online.parameters(), a.grad_clip, foreach=True)
-        self._optimizer_step()
-        polyak_update(self.target, self.online, a.tau)
-        self._record_fn(index, out.td_abs, out.metrics, grad_norm)
+        self._apply_gradients(index, out.td_abs, out.metrics)
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 

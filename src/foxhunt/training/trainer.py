@@ -24,6 +24,7 @@ import torch
 
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
+from foxhunt.devices import resolve_device
 from foxhunt.env.market import MarketTensors
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
@@ -34,14 +35,6 @@ from foxhunt.training.learner import Learner
 from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is available (use --device cpu or auto)")
-    return torch.device(name)
 
 
 def market_head(market: MarketTensors, stop: int) -> MarketTensors:

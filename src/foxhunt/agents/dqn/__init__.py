@@ -11,6 +11,7 @@ from foxhunt.agents.dqn.network import (
 from foxhunt.agents.dqn.noisy import NoisyLinear
 from foxhunt.agents.dqn.projection import project_distribution
 from foxhunt.agents.dqn.target import (
+    PolyakUpdate,
     describe_layout_diff,
     layout_description,
     layout_fingerprint,
@@ -24,6 +25,7 @@ __all__ = [
     "DuelingBranches",
     "LossOutput",
     "NoisyLinear",
+    "PolyakUpdate",
     "QOutput",
     "VariableSelection",
     "c51_loss",

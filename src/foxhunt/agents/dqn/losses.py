@@ -36,6 +36,16 @@ def take_action(values: Tensor, actions: Tensor) -> Tensor:
     return values.gather(2, index).squeeze(2)
 
 
+@torch.no_grad()
+def double_dqn_next(
+    online: BranchingQNetwork, target: BranchingQNetwork, next_obs: Tensor, taus: Tensor | None = None
+) -> Tensor:
+    """The target network's distribution of a* = argmax_a E[Z_online(s', a)] in each branch,
+    [B, Br, K] float32 (C51: log-probabilities; IQN: quantiles at `taus`)."""
+    next_actions = online.q_values(next_obs).argmax(dim=-1)
+    return take_action(target.distributions(next_obs, taus), next_actions).float()
+
+
 def direction_loss(aux_logits: Tensor, labels: Tensor) -> Tensor:
     """Mean cross-entropy of the next-bar direction over rows labelled 0/1; rows labelled -1 are
     masked out by multiplication (static shapes), and a batch with no label gives 0."""
@@ -90,8 +100,7 @@ def c51_loss(
     out = online(obs)
     log_p = take_action(out.log_probs, actions)
     with torch.no_grad():
-        next_actions = online.q_values(next_obs).argmax(dim=-1)
-        next_p = take_action(target(next_obs).log_probs, next_actions).float().exp()
+        next_p = double_dqn_next(online, target, next_obs).exp()
         target_p = project_distribution(
             next_p, returns[:, None], discounts[:, None], online.support
         )
@@ -130,9 +139,8 @@ def iqn_loss(
     out = online(obs, online.sample_taus(batch, config.iqn_taus, obs))
     quantiles = take_action(out.quantiles, actions)
     with torch.no_grad():
-        next_actions = online.q_values(next_obs).argmax(dim=-1)
         next_taus = target.sample_taus(batch, config.iqn_target_taus, next_obs)
-        next_q = take_action(target(next_obs, next_taus).quantiles, next_actions).float()
+        next_q = double_dqn_next(online, target, next_obs, next_taus)
         target_q = returns[:, None, None] + discounts[:, None, None] * next_q
     td = target_q.unsqueeze(-2) - quantiles.unsqueeze(-1)
     rho = quantile_huber(td, out.taus[:, None, :, None], config.kappa)

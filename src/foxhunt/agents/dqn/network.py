@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
-from foxhunt.agents.dqn.noisy import NoisyLinear
+from foxhunt.agents.dqn.noisy import GroupedLinear, NoisyLinear, draw_noise
 from foxhunt.errors import ConfigError
 
 
@@ -33,16 +33,6 @@ def _linear(in_features: int, out_features: int, noisy: bool, sigma0: float) -> 
         NoisyLinear(in_features, out_features, sigma0)
         if noisy
         else nn.Linear(in_features, out_features)
-    )
-
-
-def _stream(
-    in_features: int, hidden: int, out_features: int, noisy: bool, sigma0: float
-) -> nn.Sequential:
-    return nn.Sequential(
-        _linear(in_features, hidden, noisy, sigma0),
-        nn.ReLU(),
-        _linear(hidden, out_features, noisy, sigma0),
     )
 
 
@@ -116,11 +106,15 @@ class VariableSelection(nn.Module):
 class DuelingBranches(nn.Module):
     """Action branching heads (Tavakoli et al. 2018, "Action Branching Architectures for Deep RL").
 
-    One shared value stream and one advantage stream per branch; each branch's advantage is
-    centred on its own mean over that branch's actions,
+    One shared value stream and one advantage stream per branch, each a two-layer MLP; each
+    branch's advantage is centred on its own mean over that branch's actions,
         Q_b(s, a) = V(s) + A_b(s, a) - mean_a' A_b(s, a'),
     which keeps V identifiable per branch. Every output carries a trailing `out_dim` axis (atoms
     for C51, 1 for IQN). Without dueling the advantage streams are the Q outputs.
+
+    The streams are independent layers evaluated together: one matmul for every stream's hidden
+    layer (`hidden`, groups = branches [+ value]), one batched matmul for the branches' output
+    layers (`advantage`), one for the value output (`value`).
     """
 
     def __init__(
@@ -134,20 +128,27 @@ class DuelingBranches(nn.Module):
         sigma0: float,
     ):
         super().__init__()
-        self.n_actions, self.out_dim = branches[0], out_dim
-        self.value = _stream(in_dim, hidden, out_dim, noisy, sigma0) if dueling else None
-        self.advantages = nn.ModuleList(
-            _stream(in_dim, hidden, n * out_dim, noisy, sigma0) for n in branches
+        self.n_branches, self.n_actions, self.out_dim = len(branches), branches[0], out_dim
+        grouped = {"noisy": noisy, "sigma0": sigma0}
+        self.hidden = GroupedLinear(
+            self.n_branches + dueling, in_dim, hidden, shared_input=True, **grouped
+        )
+        self.advantage = GroupedLinear(
+            self.n_branches, hidden, self.n_actions * out_dim, shared_input=False, **grouped
+        )
+        self.value = (
+            GroupedLinear(1, hidden, out_dim, shared_input=True, **grouped) if dueling else None
         )
 
     def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
         """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
-        adv = torch.stack(
-            [s(x).unflatten(-1, (self.n_actions, self.out_dim)) for s in self.advantages], dim=-3
-        )
+        h = F.relu(self.hidden(x))  # [..., Br (+1), hidden]
+        adv = self.advantage(h[..., : self.n_branches, :])
+        adv = adv.unflatten(-1, (self.n_actions, self.out_dim))
         if self.value is None:
             return None, adv
-        return self.value(x)[..., None, None, :], adv - adv.mean(dim=-2, keepdim=True)
+        value = self.value(h[..., self.n_branches, :]).unsqueeze(-2)  # [..., 1, 1, out]
+        return value, adv - adv.mean(dim=-2, keepdim=True)
 
     def forward(self, x: Tensor) -> Tensor:
         value, adv = self.streams(x)
@@ -216,6 +217,9 @@ class BranchingQNetwork(nn.Module):
                 persistent=False,
             )
             self.tau_embedding = nn.Sequential(nn.Linear(c.iqn_embedding, c.hidden), nn.ReLU())
+        n_noise = sum(b.numel() for b in self.noise_buffers())
+        self.register_buffer("noise_workspace", torch.zeros(n_noise), persistent=False)
+        self.reset_noise()
 
     def features(self, obs: Tensor) -> Tensor:
         """Trunk output [B, hidden], shared by the Q heads and the direction head."""
@@ -229,35 +233,55 @@ class BranchingQNetwork(nn.Module):
         mid = (torch.arange(n, device=like.device, dtype=like.dtype) + 0.5) / n
         return mid.expand(batch, n)
 
+    def distributions(self, obs: Tensor, taus: Tensor | None = None) -> Tensor:
+        """What `forward` returns as log_probs (C51) or quantiles (IQN), without the direction
+        head; for IQN, `taus` None draws `sample_taus(B, iqn_taus)`."""
+        return self._head(self.features(obs), taus)[0]
+
+    def _head(self, h: Tensor, taus: Tensor | None) -> tuple[Tensor, Tensor | None]:
+        """C51: (log-probabilities [B, Br, A, atoms], None); IQN: (quantiles [B, Br, A, N], taus)."""
+        if self.config.head == "c51":
+            return F.log_softmax(self.heads(h), dim=-1), None
+        if taus is None:
+            taus = self.sample_taus(h.shape[0], self.config.iqn_taus, h)
+        phi = self.tau_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_basis))
+        quantiles = self.heads(h.unsqueeze(-2) * phi).squeeze(-1)
+        return quantiles.permute(0, 2, 3, 1), taus
+
     def forward(self, obs: Tensor, taus: Tensor | None = None) -> QOutput:
         """`taus` [B, N] feeds the IQN head only; None draws `sample_taus(B, iqn_taus)`."""
         h = self.features(obs)
+        dist, taus = self._head(h, taus)
         aux_logits = self.aux_head(h)
-        if self.config.head == "c51":
-            return QOutput(log_probs=F.log_softmax(self.heads(h), dim=-1), aux_logits=aux_logits)
         if taus is None:
-            taus = self.sample_taus(obs.shape[0], self.config.iqn_taus, obs)
-        phi = self.tau_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_basis))
-        quantiles = self.heads(h.unsqueeze(-2) * phi).squeeze(-1)
-        return QOutput(None, aux_logits, quantiles=quantiles.permute(0, 2, 3, 1), taus=taus)
+            return QOutput(log_probs=dist, aux_logits=aux_logits)
+        return QOutput(None, aux_logits, quantiles=dist, taus=taus)
+
+    def expected_q(self, dist: Tensor) -> Tensor:
+        """Mean of each branch-action distribution [..., K] -> [...]."""
+        if self.config.head == "c51":
+            return (dist.exp() * self.support).sum(dim=-1)
+        return dist.mean(dim=-1)
 
     def q_values(self, obs: Tensor) -> Tensor:
-        """Expected return per branch and action [B, Br, A]."""
-        out = self(obs)
-        if out.log_probs is not None:
-            return (out.log_probs.exp() * self.support).sum(dim=-1)
-        return out.quantiles.mean(dim=-1)
+        """Expected return per branch and action [B, Br, A] (the direction head is skipped)."""
+        return self.expected_q(self.distributions(obs))
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
         """Greedy action per branch [B, Br] (long); ties go to the lowest, safe-default index."""
         return self.q_values(obs).argmax(dim=-1)
 
+    def noise_buffers(self) -> list[Tensor]:
+        return [b for m in self.modules() if m is not self and hasattr(m, "noise_buffers")
+                for b in m.noise_buffers()]  # fmt: skip
+
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
-        for m in self.modules():
-            if isinstance(m, NoisyLinear):
-                m.reset_noise(generator)
+        """Fresh noise in every noisy layer, from one normal draw."""
+        buffers = self.noise_buffers()
+        if buffers:
+            draw_noise(buffers, self.noise_workspace, generator)
 
     def layout_info(self) -> dict[str, object]:
         """What besides parameter shapes a checkpoint must match (see `layout_fingerprint`)."""

@@ -1,12 +1,15 @@
-"""Factorised Gaussian noisy linear layer (Fortunato et al. 2017, "Noisy Networks for Exploration").
+"""Factorised Gaussian noisy linear layers (Fortunato et al. 2017, "Noisy Networks for Exploration").
 
-Noise lives in preallocated buffers that `reset_noise` refills in place, so a CUDA graph that
-captured the forward pass sees fresh noise on every replay once `reset_noise` is captured too.
+Noise lives in preallocated buffers refilled in place, so a CUDA graph that captured the forward
+pass sees fresh noise on every replay once the refill is captured too. `draw_noise` refills every
+noisy layer of a network from one normal draw (three kernels however many layers there are),
+which is what the networks use; a layer's own `reset_noise` is the same draw for one layer.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +20,19 @@ def _scaled_noise(eps: Tensor, generator: torch.Generator | None) -> None:
     """Fill `eps` with f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), in place."""
     eps.normal_(generator=generator)
     torch.copysign(eps.abs().sqrt(), eps, out=eps)
+
+
+@torch.no_grad()
+def draw_noise(buffers: Sequence[Tensor], workspace: Tensor, generator: torch.Generator | None):
+    """Refill `buffers` from one draw into `workspace` (numel = their total), in order."""
+    _scaled_noise(workspace, generator)
+    parts = workspace.split([b.numel() for b in buffers])
+    torch._foreach_copy_(list(buffers), [p.view_as(b) for p, b in zip(parts, buffers, strict=True)])
+
+
+def noisy_weight(mu: Tensor, sigma: Tensor, eps_out: Tensor, eps_in: Tensor) -> Tensor:
+    """mu + sigma * (eps_out eps_in^T), batched over any leading (group) dimensions."""
+    return torch.addcmul(mu, sigma, eps_out.unsqueeze(-1) * eps_in.unsqueeze(-2))
 
 
 class NoisyLinear(nn.Module):
@@ -41,6 +57,9 @@ class NoisyLinear(nn.Module):
         nn.init.constant_(self.weight_sigma, self.sigma0 * bound)
         nn.init.constant_(self.bias_sigma, self.sigma0 * bound)
 
+    def noise_buffers(self) -> tuple[Tensor, ...]:
+        return self.eps_in, self.eps_out
+
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
         _scaled_noise(self.eps_in, generator)
@@ -49,11 +68,70 @@ class NoisyLinear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
-        weight = torch.addcmul(
-            self.weight_mu, self.weight_sigma, torch.outer(self.eps_out, self.eps_in)
-        )
+        weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
         bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
         return f"in={self.in_features}, out={self.out_features}, sigma0={self.sigma0}"
+
+
+class GroupedLinear(nn.Module):
+    """`groups` independent linear layers (plain, or factorised-noisy each with its own noise)
+    evaluated as one matrix product: the parallel streams of a branching head cost one kernel,
+    not one per stream.
+
+    shared_input: x [..., in] feeds every group (one matmul with the groups' weights stacked);
+    otherwise x [..., groups, in] gives each group its own input (one batched matmul).
+    Output [..., groups, out]. Initialised like `NoisyLinear` (and `nn.Linear`'s bound).
+    """
+
+    def __init__(
+        self,
+        groups: int,
+        in_features: int,
+        out_features: int,
+        *,
+        shared_input: bool,
+        noisy: bool,
+        sigma0: float = 0.5,
+    ):
+        super().__init__()
+        self.groups, self.in_features, self.out_features = groups, in_features, out_features
+        self.shared_input, self.noisy, self.sigma0 = shared_input, noisy, sigma0
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight_mu = nn.Parameter(torch.empty(groups, out_features, in_features))
+        self.bias_mu = nn.Parameter(torch.empty(groups, out_features))
+        nn.init.uniform_(self.weight_mu, -bound, bound)
+        nn.init.uniform_(self.bias_mu, -bound, bound)
+        if noisy:
+            self.weight_sigma = nn.Parameter(torch.full_like(self.weight_mu, sigma0 * bound))
+            self.bias_sigma = nn.Parameter(torch.full_like(self.bias_mu, sigma0 * bound))
+            self.register_buffer("eps_in", torch.zeros(groups, in_features), persistent=False)
+            self.register_buffer("eps_out", torch.zeros(groups, out_features), persistent=False)
+
+    def noise_buffers(self) -> tuple[Tensor, ...]:
+        return (self.eps_in, self.eps_out) if self.noisy else ()
+
+    def weight_and_bias(self) -> tuple[Tensor, Tensor]:
+        """[groups, out, in] and [groups, out]: with this step's noise in training mode."""
+        if not (self.noisy and self.training):
+            return self.weight_mu, self.bias_mu
+        weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
+        return weight, torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
+
+    def forward(self, x: Tensor) -> Tensor:
+        weight, bias = self.weight_and_bias()
+        g, o, i = weight.shape
+        if self.shared_input:
+            return F.linear(x, weight.reshape(g * o, i), bias.reshape(g * o)).unflatten(-1, (g, o))
+        lead = x.shape[:-2]
+        per_group = x.reshape(-1, g, i).transpose(0, 1)  # [g, N, in]
+        y = torch.baddbmm(bias.unsqueeze(1), per_group, weight.transpose(1, 2))  # [g, N, out]
+        return y.transpose(0, 1).reshape(*lead, g, o)
+
+    def extra_repr(self) -> str:
+        return (
+            f"groups={self.groups}, in={self.in_features}, out={self.out_features}, "
+            f"shared_input={self.shared_input}, noisy={self.noisy}"
+        )

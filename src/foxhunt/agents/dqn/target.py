@@ -17,23 +17,35 @@ def _state(model: nn.Module) -> tuple[list[Tensor], list[Tensor]]:
     return params, buffers
 
 
-@torch.no_grad()
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """target <- target + tau * (online - target), in place with one fused `_foreach_lerp_`.
+class PolyakUpdate:
+    """target <- target + tau * (online - target), in place, with one fused `_foreach_lerp_`.
 
-    Captures cleanly in a CUDA graph (no allocation of new targets, no sync). Floating buffers
-    are blended the same way; integer buffers (counters) are copied.
+    The tensor pairing is resolved once, so a call is a single foreach kernel launch that captures
+    cleanly in a CUDA graph (and traces cheaply under torch.compile). Floating buffers are
+    blended the same way; integer buffers (counters) are copied.
     """
-    t_params, t_buffers = _state(target)
-    o_params, o_buffers = _state(online)
-    torch._foreach_lerp_(t_params, o_params, tau)
-    t_float = [t for t in t_buffers if t.is_floating_point()]
-    o_float = [o for o in o_buffers if o.is_floating_point()]
-    if t_float:
-        torch._foreach_lerp_(t_float, o_float, tau)
-    for t, o in zip(t_buffers, o_buffers, strict=True):
-        if not t.is_floating_point():
+
+    def __init__(self, target: nn.Module, online: nn.Module, tau: float):
+        t_params, t_buffers = _state(target)
+        o_params, o_buffers = _state(online)
+        if len(t_params) != len(o_params) or len(t_buffers) != len(o_buffers):
+            raise ValueError("polyak update: target and online networks differ in layout")
+        self.tau = tau
+        self.blend_target = t_params + [t for t in t_buffers if t.is_floating_point()]
+        self.blend_online = o_params + [o for o in o_buffers if o.is_floating_point()]
+        self.copy_pairs = [(t, o) for t, o in zip(t_buffers, o_buffers, strict=True)
+                           if not t.is_floating_point()]  # fmt: skip
+
+    @torch.no_grad()
+    def __call__(self) -> None:
+        torch._foreach_lerp_(self.blend_target, self.blend_online, self.tau)
+        for t, o in self.copy_pairs:
             t.copy_(o)
+
+
+def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
+    """One `PolyakUpdate` step (resolving the pairing on every call)."""
+    PolyakUpdate(target, online, tau)()
 
 
 def layout_description(model: nn.Module) -> list[str]:
