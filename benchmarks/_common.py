@@ -126,6 +126,9 @@ def time_block(fn: Callable[[], object], device: torch.device) -> float:
 # -- where and when --------------------------------------------------------------------------
 
 
+TOP_KERNELS = 24
+
+
 def kernel_profile(fn: Callable[[], object], iters: int, device: torch.device) -> dict[str, Any]:
     """CUDA kernels one call of `fn` runs (also inside CUDA-graph replays), and their summed
     device time, from `torch.profiler` over `iters` calls; {} on the CPU.
@@ -148,7 +151,7 @@ def kernel_profile(fn: Callable[[], object], iters: int, device: torch.device) -
     by_name: dict[str, list[float]] = {}
     for e in kernels:
         by_name.setdefault(e.name, []).append(e.device_time)
-    top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:8]
+    top = sorted(by_name.items(), key=lambda kv: -sum(kv[1]))[:TOP_KERNELS]
     return {
         "kernels_per_step": round(len(kernels) / iters, 1),
         "kernel_ms_per_step": round(sum(e.device_time for e in kernels) / iters / 1e3, 4),

@@ -85,13 +85,14 @@ class Learner:
         self.compiled = device.type == "cuda" and t.compile
         fuse = (lambda fn: torch.compile(fn, dynamic=False)) if self.compiled else (lambda fn: fn)  # noqa: E731
         self._forward_loss, self._apply_gradients = fuse(self._forward_loss), fuse(self._apply_gradients)
+        # Per env, summed over the envs only when read: a collect step then has no reduction, so
+        # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
-        self.collect_acc = torch.zeros(len(COLLECT_METRICS) + n_mix, device=device, dtype=torch.float64)
+        self.collect_acc = torch.zeros(t.n_envs, len(COLLECT_METRICS) + n_mix, device=device,
+                                       dtype=torch.float64)
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
-        self._n_mix = n_mix
-        self._mix_offsets = torch.arange(a.n_branches, device=device) * a.n_actions
-        self._mix_ones = torch.ones(t.n_envs * a.n_branches, device=device, dtype=torch.float64)
-        self._n_envs_t = torch.full((), float(t.n_envs), device=device, dtype=torch.float64)
+        self._action_ids = torch.arange(a.n_actions, device=device)
+        self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
         self.collect = CapturedStep(fuse(self._collect), graphs)
         self.update = CapturedStep(self._update, graphs)
@@ -111,19 +112,18 @@ class Learner:
         r = env.step(action)
         self.replay.add(bar, pos_state, action, r.reward, r.terminated, r.truncated,
                         r.next_bar, r.next_pos_state)
-        mix = torch.zeros(self._n_mix, device=self.device, dtype=torch.float64)
-        mix.scatter_add_(0, (action + self._mix_offsets).reshape(-1), self._mix_ones)
+        chosen = (action.unsqueeze(-1) == self._action_ids).flatten(1)  # [N, Br * A] one-hot
         self.collect_acc += torch.cat((
             torch.stack((
-                r.reward.double().sum(),
-                self._n_envs_t,
-                (r.position == 0).double().sum(),
-                r.trades_closed.double().sum(),
-                r.terminated.double().sum(),
-                r.truncated.double().sum(),
-            )),
-            mix,
-        ))
+                r.reward.double(),
+                self._ones,
+                (r.position == 0).double(),
+                r.trades_closed.double(),
+                r.terminated.double(),
+                r.truncated.double(),
+            ), dim=1),
+            chosen.double(),
+        ), dim=1)
 
     def _forward_loss(self) -> tuple[Tensor, LossOutput]:
         """PER sample, observations re-gathered for it, fresh noise in both networks, the loss.
@@ -176,7 +176,7 @@ class Learner:
     def read_metrics(self) -> EpochMetrics:
         """The one host read per epoch: both accumulators, then they restart from zero."""
         a = self.spec.agent
-        collect, update = (x.tolist() for x in (self.collect_acc, self.update_acc))
+        collect, update = (x.tolist() for x in (self.collect_acc.sum(0), self.update_acc))
         self.collect_acc.zero_()
         self.update_acc.zero_()
         base = dict(zip(COLLECT_METRICS, collect))

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
-from foxhunt.agents.dqn.noisy import GroupedLinear, NoisyLinear, draw_noise
+from foxhunt.agents.dqn.noisy import ALIGN, GroupedLinear, NoisyLinear, draw_noise
 from foxhunt.errors import ConfigError
 
 
@@ -191,6 +191,11 @@ class BranchingQNetwork(nn.Module):
             )
             in_dim = self.selection.out_dim
 
+        # The trunk's input is zero-padded to a multiple of ALIGN columns (1222 -> 1224 for 32 x
+        # 38 features + 6): aligned rows keep its matmuls on the fast tensor-core kernels. The
+        # padding columns are always 0, so their weights never change the output.
+        self.input_pad = -in_dim % ALIGN
+        in_dim += self.input_pad
         layers: list[nn.Module] = []
         for _ in range(c.trunk_layers):
             layers += [
@@ -224,6 +229,8 @@ class BranchingQNetwork(nn.Module):
     def features(self, obs: Tensor) -> Tensor:
         """Trunk output [B, hidden], shared by the Q heads and the direction head."""
         x = obs if self.selection is None else self.selection(obs)
+        if self.input_pad:
+            x = F.pad(x, (0, self.input_pad))
         return self.trunk(x)
 
     def sample_taus(self, batch: int, n: int, like: Tensor) -> Tensor:
