@@ -33,6 +33,7 @@ import torch
 from foxhunt.agents.dqn import AgentConfig
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
+from foxhunt.devices import float32_matmul_precision
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 from foxhunt.features import FeatureConfig, FeaturePipeline
 from foxhunt.replay import ReplayConfig
@@ -323,12 +324,13 @@ def measure_mode(
     facts = {"obs_dim": learner.env.obs_dim,
              "replay": {"capacity": learner.replay.capacity, "slots": learner.replay.slots,
                         "nbytes": learner.replay.nbytes()}}
-    log(f"{mode.name}: {plan.update_iters} updates")
-    update = measure_update(learner, plan, device)
-    log(f"{mode.name}: update median {update['median_ms']} ms")
-    log(f"{mode.name}: {plan.collect_steps} collect steps")
-    collect = measure_collect(learner, plan, device)
-    log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
+    with float32_matmul_precision(learner.spec.train.matmul_precision):  # as run_updates does
+        log(f"{mode.name}: {plan.update_iters} updates")
+        update = measure_update(learner, plan, device)
+        log(f"{mode.name}: update median {update['median_ms']} ms")
+        log(f"{mode.name}: {plan.collect_steps} collect steps")
+        collect = measure_collect(learner, plan, device)
+        log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
     del learner
     gc.collect()
     if device.type == "cuda":

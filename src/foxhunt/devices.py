@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 from foxhunt.errors import ConfigError
@@ -19,3 +22,16 @@ def resolve_device(device: torch.device | str | None) -> torch.device:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda: no CUDA device is available (use cpu or auto)")
     return device
+
+
+@contextmanager
+def float32_matmul_precision(precision: str) -> Iterator[None]:
+    """torch's float32 matmul precision ('highest', 'high' = TF32, 'medium') inside the block
+    only. The setting is process-wide in torch; scoping it keeps training's TF32 out of
+    evaluation and backtests, which run in full float32."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)

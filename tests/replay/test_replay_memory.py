@@ -11,8 +11,8 @@ def test_one_million_transitions_with_six_position_features_fit_in_64_mb():
     rb = PrioritizedReplay(ReplayConfig(capacity=1_000_000), n_envs=1000, pos_dim=6)
     assert rb.capacity == 1_000_000
     assert rb.nbytes() <= 64 * 10**6
-    # 53 B per transition: storage 45 B (float16 states) + the float64 prefix-sum workspace.
-    assert rb.nbytes() // rb.capacity == 53
+    # 45 B per transition (float16 states); sampling needs no workspace the size of the buffer.
+    assert rb.nbytes() // rb.capacity == 45
 
 
 def test_nbytes_counts_every_tensor_the_buffer_holds():

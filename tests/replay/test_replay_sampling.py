@@ -128,3 +128,20 @@ def test_reset_forgets_everything_at_a_fold_boundary():
     assert rb.max_priority.item() == 1.0 and rb.priority_alpha.sum().item() == 0.0
     add_steps(rb, steps=1, seed=99)  # the next fold's first step
     assert set(rb.sample(1000).index.tolist()) <= {0, 1}
+
+
+def test_block_by_block_search_equals_one_prefix_sum_over_the_whole_buffer():
+    """Many blocks, a partly written buffer and masses spanning six orders of magnitude: the
+    two-level inverse CDF picks exactly what one prefix sum over every mass would."""
+    rb = PrioritizedReplay(ReplayConfig(capacity=50_000, alpha=1.0), n_envs=100, pos_dim=3)
+    add_steps(rb, steps=371)
+    assert rb.priority_alpha.numel() // rb.block > 100  # really many blocks
+    g = torch.Generator().manual_seed(3)
+    stored = 371 * 100
+    td = 10 ** (6 * torch.rand(stored, generator=g) - 3)
+    rb.update_priorities(torch.arange(stored), td)
+    u = torch.rand(20_000, generator=g, dtype=torch.float64)
+    mass = rb.priority_alpha.double()
+    cdf = mass.cumsum(0)
+    expected = torch.searchsorted(cdf, u * cdf[-1], right=True)
+    assert torch.equal(rb._inverse_cdf(u), expected)

@@ -48,7 +48,7 @@ from foxhunt.backtest.results import RECORD, BacktestResult, Record, assemble
 from foxhunt.backtest.strategies import PolicySpec, TablePolicy
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
-from foxhunt.devices import resolve_device
+from foxhunt.devices import float32_matmul_precision, resolve_device
 from foxhunt.env import fills
 from foxhunt.env.actions import ActionTable
 from foxhunt.env.config import EnvConfig
@@ -270,7 +270,7 @@ class Backtester:
         starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
         loop = StepLoop(env, tuple(batch.policies), compile=self.compile)
         began = time.perf_counter()
-        with torch.no_grad():
+        with torch.no_grad(), float32_matmul_precision("highest"):
             out = loop.run(starts, batch.steps, self.graphs)
         rows = np.concatenate([step * env.n_envs + lane for lane, step in batch.index])
         flat = out.view(-1, len(RECORD)).index_select(0, torch.as_tensor(rows, device=out.device))

@@ -45,8 +45,8 @@ class TrainConfig(StrictConfig):
     )
     matmul_precision: Literal["highest", "high", "medium"] = Field(
         default="high",
-        description="float32 matmul precision on CUDA ('high' allows TF32 tensor cores); "
-        "process-wide, set when a learner is built",
+        description="float32 matmul precision of the training steps on CUDA ('high' allows TF32 "
+        "tensor cores); evaluation and backtests always run in full float32",
     )
     capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
     eval_windows: int = Field(
