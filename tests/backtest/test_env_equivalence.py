@@ -103,3 +103,33 @@ def test_batched_policies_and_windows_equal_each_run_alone():
         np.testing.assert_array_equal(a.pnl, b.pnl)
         np.testing.assert_array_equal(a.position, b.position)
         np.testing.assert_array_equal(a.actions, b.actions)
+
+
+@pytest.mark.parametrize("policy", ["buy-and-hold", "random"])
+def test_the_trainers_test_rollout_reports_what_a_backtest_of_the_window_reports(policy):
+    """Walk-forward test figures and `foxhunt backtest` figures of one window are the same
+    numbers: same decisions, same fills, the same flatten at the window's last close."""
+    from foxhunt.backtest import BuyAndHold
+    from foxhunt.training.evaluate import constant_policy, rollout
+    from foxhunt.training.walkforward import Window
+
+    m, inst = synth(2000), instrument()
+    bars, n = m.bars, len(m.bars)
+    cfg = EnvConfig(window=4, flatten_at_session_end=False)
+    market = MarketTensors.from_bars(bars, np.zeros((n, 3), dtype=np.float32), inst, cfg)
+    window = (700, 1100)
+    if policy == "buy-and-hold":
+        spec, act = BuyAndHold(), constant_policy((1, 2, 0))
+    else:
+        table = random_table(n, 4, stops=False)
+        spec = ActionReplay(table)
+
+        def act(obs, bar):
+            return torch.as_tensor(table, dtype=torch.long)[bar]
+    ours = rollout(act, market, cfg, Window(*window), capital=100_000.0, periods_per_year=98_280)
+    theirs = run_backtest(bars, inst, policies={"p": spec}, windows=[window], env_config=cfg,
+                          device="cpu", periods_per_year=98_280)[0]
+    assert theirs.pnl[0] == 0  # the first decision bar: nothing has filled yet
+    np.testing.assert_allclose(ours.pnl, theirs.pnl[1:], rtol=0, atol=1e-6)
+    assert ours.trades == len(theirs.trades) and ours.position[-1] == 0
+    assert ours.sharpe == pytest.approx(theirs.metrics["sharpe"], rel=1e-9)

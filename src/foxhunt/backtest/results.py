@@ -170,10 +170,14 @@ def compute_metrics(result: BacktestResult,
                     periods_per_year: float | None = None) -> dict[str, Any]:
     """`foxhunt.metrics.summary` on the per-bar PnL; trade statistics on the trades' PnL after
     costs. `periods_per_year` (docs/metrics.md: from the bar spec and session) annualises; None
-    uses the rate observed in the window's timestamps."""
+    uses the rate observed in the window's timestamps.
+
+    The return series is the T-1 bar-to-bar periods: `pnl[0]` (the first decision bar, before
+    anything can fill) is not a period of the strategy, and counting it as a zero return would
+    pull the Sharpe towards 0. The equity curve keeps its T points, starting at the capital."""
     ppy = periods_per_year or fm.periods_per_year_from_ts(result.ts)
-    out = fm.summary(result.pnl, result.capital, ppy, positions=result.position,
-                     trade_pnls=result.trades["pnl"], ts=result.ts)
+    out = fm.summary(result.pnl[1:], result.capital, ppy, positions=result.position[1:],
+                     trade_pnls=result.trades["pnl"], ts=result.ts[1:])
     out["costs_paid"] = float(result.components["cost"].sum())
     return out
 

@@ -4,6 +4,11 @@ A window is cut into `chunks` consecutive pieces stepped in lock-step (one env e
 flat); the per-bar money (mark-to-market PnL minus costs) of the pieces, in time order, is the
 window's PnL series. Policies see only bars up to the decision bar: the market handed in here
 ends at the window's last bar.
+
+Each piece ends flat, as a backtest window does (`foxhunt.backtest`): a position still open at
+the close of its last bar is closed there by a market-on-close through the fill model, and that
+exit's slippage and commission are charged to the last bar. A one-chunk rollout of a window
+therefore reports the money, trades and Sharpe a backtest of the same window reports.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from foxhunt.env import fills
 from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import Book
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.errors import ConfigError
@@ -75,6 +82,12 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
         actions.append(action)
         trades.append(r.trades_closed)
         obs = r.obs
+    held = r.position
+    zero = torch.zeros_like(held)
+    exit_fill = fills.execute(Book(held, zero, zero), -held, market.close[starts + steps], env.cost)
+    money[-1] = money[-1] - exit_fill.cost
+    position[-1] = held + exit_fill.qty
+    trades.append(exit_fill.closed_trade.long())
     pnl = torch.stack(money, 1).reshape(-1).cpu().numpy()  # [chunks, steps] -> time order
     pos = torch.stack(position, 1).reshape(-1).cpu().numpy()
     act = torch.stack(actions, 1).reshape(-1, actions[0].shape[1]).cpu().numpy()
