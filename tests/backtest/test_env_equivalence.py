@@ -132,4 +132,6 @@ def test_the_trainers_test_rollout_reports_what_a_backtest_of_the_window_reports
     assert theirs.pnl[0] == 0  # the first decision bar: nothing has filled yet
     np.testing.assert_allclose(ours.pnl, theirs.pnl[1:], rtol=0, atol=1e-6)
     assert ours.trades == len(theirs.trades) and ours.position[-1] == 0
-    assert ours.sharpe == pytest.approx(theirs.metrics["sharpe"], rel=1e-9)
+    for ours_value, key in ((ours.sharpe, "sharpe"), (ours.total_return, "total_return"),
+                            (ours.max_drawdown, "max_drawdown")):
+        assert ours_value == pytest.approx(theirs.metrics[key], rel=1e-9), key

@@ -26,7 +26,13 @@ from foxhunt.env.fills import Book
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.errors import ConfigError
-from foxhunt.metrics import max_drawdown, periods_per_year_from_ts, sharpe
+from foxhunt.metrics import (
+    compounded_equity,
+    drawdown,
+    periods_per_year_from_ts,
+    sharpe,
+    total_return,
+)
 from foxhunt.training.walkforward import Window
 
 Policy = Callable[[Tensor, Tensor], Tensor]
@@ -94,12 +100,12 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
     bar = (starts[:, None] + torch.arange(steps, device=device)).reshape(-1).cpu().numpy()
     n_trades = int(torch.stack(trades).sum())
     ppy = periods_per_year or periods_per_year_from_ts(market.ts[window.start:window.stop])
-    equity = capital + np.cumsum(pnl)
+    r = pnl / capital
     return WindowResult(
         pnl=pnl, position=pos, action=act, bar=bar, trades=n_trades,
-        sharpe=sharpe(pnl / capital, ppy), total_pnl=float(pnl.sum()),
-        total_return=float(pnl.sum() / capital),
-        max_drawdown=max_drawdown(np.concatenate([[capital], equity])),
+        sharpe=sharpe(r, ppy), total_pnl=float(pnl.sum()),
+        total_return=total_return(r),
+        max_drawdown=drawdown(compounded_equity(r)).depth,
         flat_fraction=float((pos == 0).mean()) if pos.size else 1.0,
     )
 
