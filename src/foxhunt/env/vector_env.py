@@ -107,7 +107,11 @@ class TradingVecEnv:
         self._check_finite(self.first_start - config.window + 1, self.end)
 
         self.actions = ActionTable(config, self.device)
-        self._offsets = torch.arange(-config.window + 1, 1, device=self.device)
+        # Row i = the features of bars i .. i+W-1, flattened: a view, since consecutive bars are
+        # consecutive rows. A window is then one contiguous row to copy, not W rows to gather.
+        width = config.window * self.market.n_features
+        self._windows = self.market.features.contiguous().view(-1).unfold(
+            0, width, self.market.n_features)
         zeros = {"device": self.device}
         n = n_envs
         self._t = torch.zeros(n, dtype=torch.long, **zeros)
@@ -140,8 +144,7 @@ class TradingVecEnv:
 
         Pure: the replay buffer calls it at sample time with stored (bar, pos_state).
         """
-        rows = (bar.long().unsqueeze(1) + self._offsets).reshape(-1)
-        window = self.market.features.index_select(0, rows).view(bar.shape[0], -1)
+        window = self._windows.index_select(0, bar.long() - (self.config.window - 1))
         return torch.cat((window, pos_state.to(torch.float32)), dim=1)
 
     def state(self) -> tuple[Tensor, Tensor]:

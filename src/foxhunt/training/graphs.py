@@ -1,4 +1,5 @@
-"""Run a step function eagerly, or capture it once as a CUDA graph and replay it.
+"""Run a step function eagerly, or capture it once as a CUDA graph and replay it; compile a step
+with a fall-back to eager.
 
 A captured step must read and write only tensors that live as long as the graph (module
 parameters, optimiser state, env and replay buffers, accumulators), draw random numbers from the
@@ -10,7 +11,9 @@ and replays.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -42,3 +45,32 @@ class CapturedStep:
             with torch.cuda.graph(self.graph):
                 self.fn()
         self.graph.replay()
+
+
+class CompiledStep:
+    """`fn` through `torch.compile` when `enabled`, falling back to `fn` itself, with one
+    warning, if compiling fails (e.g. no Triton for this GPU). Compilation happens on the first
+    call, before any kernel of the step runs, so a failed attempt changes no state.
+    `compiler` is `torch.compile` unless a test substitutes one."""
+
+    def __init__(self, fn: Callable[..., Any], enabled: bool, name: str,
+                 compiler: Callable[..., Callable[..., Any]] | None = None):
+        self.fn, self.name = fn, name
+        self.compiled = enabled
+        self._call = fn
+        if enabled:
+            self._call = (compiler or torch.compile)(fn, dynamic=False)
+        self._first = enabled
+
+    def __call__(self, *args: Any) -> Any:
+        if not self._first:
+            return self._call(*args)
+        self._first = False
+        try:
+            return self._call(*args)
+        except Exception as exc:  # noqa: BLE001 - any compiler failure falls back to eager
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            warnings.warn(f"torch.compile of the {self.name} step failed ({type(exc).__name__}: "
+                          f"{first}); running it uncompiled", RuntimeWarning, stacklevel=2)
+            self._call, self.compiled = self.fn, False
+            return self.fn(*args)

@@ -19,7 +19,7 @@ from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
 from foxhunt.training.config import TrainingSpec
-from foxhunt.training.graphs import CapturedStep
+from foxhunt.training.graphs import CapturedStep, CompiledStep
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
@@ -87,9 +87,10 @@ class Learner:
         self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
         self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
-        self.compiled = device.type == "cuda" and t.compile
-        fuse = (lambda fn: torch.compile(fn, dynamic=False)) if self.compiled else (lambda fn: fn)  # noqa: E731
-        self._forward_loss, self._apply_gradients = fuse(self._forward_loss), fuse(self._apply_gradients)
+        compile_steps = device.type == "cuda" and t.compile
+        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss")
+        self._apply_gradients = CompiledStep(self._apply_gradients, compile_steps, "optimiser")
+        self._collect_step = CompiledStep(self._collect, compile_steps, "collect")
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
@@ -99,9 +100,15 @@ class Learner:
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
-        self.collect = CapturedStep(fuse(self._collect), graphs)
+        self.collect = CapturedStep(self._collect_step, graphs)
         self.update = CapturedStep(self._update, graphs)
         self.transitions = 0
+
+    @property
+    def compiled(self) -> bool:
+        """Whether every hot-path step runs compiled (False after a fall-back to eager)."""
+        steps = (self._forward_loss, self._apply_gradients, self._collect_step)
+        return all(step.compiled for step in steps)
 
     # -- the two hot-path steps ----------------------------------------------------------------
 

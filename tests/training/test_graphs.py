@@ -1,0 +1,38 @@
+"""Compiled steps fall back to eager, once and loudly, when the compiler fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from foxhunt.training.graphs import CompiledStep
+
+
+def failing_compiler(fn, dynamic):
+    def compiled(*args):
+        raise RuntimeError("triton: no kernel for this GPU\nlong traceback")
+
+    return compiled
+
+
+def test_a_failed_compile_warns_once_and_runs_the_step_eagerly():
+    calls = []
+    step = CompiledStep(lambda x: calls.append(x) or x * 2, True, "collect",
+                        compiler=failing_compiler)
+    with pytest.warns(RuntimeWarning, match=r"torch.compile of the collect step failed "
+                                            r"\(RuntimeError: triton: no kernel for this GPU\)"):
+        assert step(3) == 6
+    assert not step.compiled
+    assert step(4) == 8 and calls == [3, 4]
+
+
+def test_a_working_compile_is_used_and_disabled_means_plain():
+    compiled_calls = []
+
+    def compiler(fn, dynamic):
+        assert dynamic is False
+        return lambda *a: compiled_calls.append(a) or fn(*a)
+
+    step = CompiledStep(lambda x: x + 1, True, "loss", compiler=compiler)
+    assert step(1) == 2 and step(2) == 3 and step.compiled and len(compiled_calls) == 2
+    plain = CompiledStep(lambda x: x + 1, False, "loss", compiler=failing_compiler)
+    assert plain(1) == 2 and not plain.compiled
