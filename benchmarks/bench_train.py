@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 from dataclasses import asdict, dataclass
 
 import torch
@@ -350,6 +351,20 @@ def run(args: argparse.Namespace) -> dict:
                        "env_steps": args.collect_steps})
     torch.manual_seed(SEED)
     all_modes = modes(device, args.no_compile)
+    if args.modes:
+        unknown = set(args.modes) - {m.name for m in all_modes}
+        if unknown:
+            raise SystemExit(f"--modes: {', '.join(sorted(unknown))} not among "
+                             f"{', '.join(m.name for m in all_modes)} on {device.type}")
+        all_modes = [m for m in all_modes if m.name in args.modes]
+    if args.inductor:
+        import torch._inductor.config as inductor_config
+
+        for option in args.inductor:
+            key, _, value = option.partition("=")
+            if not hasattr(inductor_config, key):
+                raise SystemExit(f"--inductor: torch._inductor.config has no {key!r}")
+            setattr(inductor_config, key, json.loads(value))
     env_config = training_spec(sizes, device, all_modes[0]).env
 
     log(f"{size_name} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
@@ -367,16 +382,16 @@ def run(args: argparse.Namespace) -> dict:
             error = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
             updates[mode.name] = collects[mode.name] = error
             log(f"{mode.name}: failed ({error['error']})")
-    for mode in all_modes[:2]:
+    for mode in [m for m in all_modes if not m.compile]:
         log(f"env only ({mode.name}): {plan.env_steps} steps of {sizes.n_envs} envs")
         env_only[mode.name] = measure_env_only(setup, env_config, sizes.n_envs, plan, device,
                                                mode.cuda_graphs)
     if not cuda:
         for measured in (updates, collects, env_only):
             measured["graphed"] = SKIPPED_GRAPHS
-    main_mode = all_modes[-1].name if cuda else "eager"
+    main_mode = all_modes[-1].name
     if "error" in updates[main_mode]:
-        main_mode = "graphed" if cuda else "eager"
+        main_mode = next((m.name for m in all_modes if "error" not in updates[m.name]), main_mode)
     update_headline = headline(updates, main_mode, ("median_ms", "updates_per_s"),
                                {"median_ms_max": TARGETS["update_median_ms_max"],
                                 "updates_per_s_min": TARGETS["updates_per_s_min"]})
@@ -412,6 +427,7 @@ def run(args: argparse.Namespace) -> dict:
         "mode": size_name,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
                    "start_window": [setup.window.start, setup.window.stop],
+                   "inductor_options": args.inductor,
                    "plan": asdict(plan)},
         "update": update,
         "collect": collect,
@@ -428,6 +444,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-sb3", action="store_true", help="skip the SB3 peer")
     parser.add_argument("--no-compile", action="store_true",
                         help="CUDA: time only the plain eager and graphed modes (no torch.compile)")
+    parser.add_argument("--modes", nargs="+", metavar="MODE",
+                        help="time only these modes (eager, graphed, compiled, compiled_bf16)")
+    parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",
+                        help="set torch._inductor.config.KEY (experiments, e.g. combo_kernels=true)")
     parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
     parser.add_argument("--collect-steps", type=int, metavar="N",
                         help="timed collect and env-only steps per mode")
