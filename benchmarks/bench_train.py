@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -110,6 +110,7 @@ class Mode:
     cuda_graphs: bool
     compile: bool = False
     autocast: str = "off"
+    compile_options: tuple[tuple[str, object], ...] = ()  # `train.compile_options`
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -133,7 +134,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          autocast=mode.autocast, seed=SEED),
+                          compile_options=dict(mode.compile_options), autocast=mode.autocast,
+                          seed=SEED),
     )
 
 
@@ -358,13 +360,9 @@ def run(args: argparse.Namespace) -> dict:
                              f"{', '.join(m.name for m in all_modes)} on {device.type}")
         all_modes = [m for m in all_modes if m.name in args.modes]
     if args.inductor:
-        import torch._inductor.config as inductor_config
-
-        for option in args.inductor:
-            key, _, value = option.partition("=")
-            if not hasattr(inductor_config, key):
-                raise SystemExit(f"--inductor: torch._inductor.config has no {key!r}")
-            setattr(inductor_config, key, json.loads(value))
+        options = tuple((key, json.loads(value)) for key, _, value in
+                        (option.partition("=") for option in args.inductor))
+        all_modes = [replace(m, compile_options=options) if m.compile else m for m in all_modes]
     env_config = training_spec(sizes, device, all_modes[0]).env
 
     log(f"{size_name} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
@@ -447,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16)")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",
-                        help="set torch._inductor.config.KEY (experiments, e.g. combo_kernels=true)")
+                        help="train.compile_options for the compiled modes, e.g. combo_kernels=true")
     parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
     parser.add_argument("--collect-steps", type=int, metavar="N",
                         help="timed collect and env-only steps per mode")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from foxhunt.training.graphs import CompiledStep
+from foxhunt.errors import ConfigError
+from foxhunt.training.graphs import CompiledStep, check_inductor_options
 
 
 def failing_compiler(fn, dynamic):
@@ -36,3 +37,18 @@ def test_a_working_compile_is_used_and_disabled_means_plain():
     assert step(1) == 2 and step(2) == 3 and step.compiled and len(compiled_calls) == 2
     plain = CompiledStep(lambda x: x + 1, False, "loss", compiler=failing_compiler)
     assert plain(1) == 2 and not plain.compiled
+
+
+def test_inductor_options_reach_the_compiler_and_unknown_ones_are_config_errors():
+    seen = {}
+
+    def compiler(fn, dynamic, options=None):
+        seen.update(options or {})
+        return fn
+
+    step = CompiledStep(lambda: 1, True, "loss", compiler=compiler,
+                        options={"combo_kernels": True})
+    assert step() == 1 and seen == {"combo_kernels": True}
+    check_inductor_options({"combo_kernels": True}, "[train] compile_options")
+    with pytest.raises(ConfigError, match=r"\[train\] compile_options: .* no option 'combo_kernel'"):
+        check_inductor_options({"combo_kernel": True}, "[train] compile_options")

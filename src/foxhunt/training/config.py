@@ -38,6 +38,11 @@ class TrainConfig(StrictConfig):
         "loss (forward and backward) and the optimiser step: far fewer, fused kernels inside the "
         "captured graphs, at the price of about a minute of compiling per fold shape",
     )
+    compile_options: dict[str, bool | int | float | str] = Field(
+        default_factory=dict,
+        description="torch._inductor.config options for the compiled steps, e.g. "
+        "{combo_kernels = true} (horizontal fusion of small kernels; docs/benchmarks.md)",
+    )
     autocast: Literal["off", "bf16"] = Field(
         default="bf16",
         description="CUDA: run the network passes under bf16 autocast (matmuls in bf16, "

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from foxhunt.errors import ConfigError
+
 
 class CapturedStep:
     def __init__(self, fn: Callable[[], None], enabled: bool, warmup: int = 3):
@@ -51,15 +53,18 @@ class CompiledStep:
     """`fn` through `torch.compile` when `enabled`, falling back to `fn` itself, with one
     warning, if compiling fails (e.g. no Triton for this GPU). Compilation happens on the first
     call, before any kernel of the step runs, so a failed attempt changes no state.
+    `options` go to the compiler as inductor options (see `check_inductor_options`);
     `compiler` is `torch.compile` unless a test substitutes one."""
 
     def __init__(self, fn: Callable[..., Any], enabled: bool, name: str,
-                 compiler: Callable[..., Callable[..., Any]] | None = None):
+                 compiler: Callable[..., Callable[..., Any]] | None = None,
+                 options: dict[str, Any] | None = None):
         self.fn, self.name = fn, name
         self.compiled = enabled
         self._call = fn
         if enabled:
-            self._call = (compiler or torch.compile)(fn, dynamic=False)
+            extra = {"options": dict(options)} if options else {}
+            self._call = (compiler or torch.compile)(fn, dynamic=False, **extra)
         self._first = enabled
 
     def __call__(self, *args: Any) -> Any:
@@ -74,3 +79,15 @@ class CompiledStep:
                           f"{first}); running it uncompiled", RuntimeWarning, stacklevel=2)
             self._call, self.compiled = self.fn, False
             return self.fn(*args)
+
+
+def check_inductor_options(options: dict[str, Any], source: str) -> None:
+    """Fail early, naming the key, on an option torch's inductor does not have: a typo would
+    otherwise surface only as a compile failure and a silent fall-back to eager."""
+    if not options:
+        return
+    import torch._inductor.config as inductor_config
+
+    for key in options:
+        if not hasattr(inductor_config, key):
+            raise ConfigError(f"{source}: torch._inductor.config has no option {key!r}")

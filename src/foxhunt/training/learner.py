@@ -19,7 +19,7 @@ from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
 from foxhunt.training.config import TrainingSpec
-from foxhunt.training.graphs import CapturedStep, CompiledStep
+from foxhunt.training.graphs import CapturedStep, CompiledStep, check_inductor_options
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
@@ -88,9 +88,13 @@ class Learner:
         self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         compile_steps = device.type == "cuda" and t.compile
-        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss")
-        self._apply_gradients = CompiledStep(self._apply_gradients, compile_steps, "optimiser")
-        self._collect_step = CompiledStep(self._collect, compile_steps, "collect")
+        if compile_steps:
+            check_inductor_options(t.compile_options, "[train] compile_options")
+        options = {"options": t.compile_options}
+        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss", **options)
+        self._apply_gradients = CompiledStep(self._apply_gradients, compile_steps, "optimiser",
+                                             **options)
+        self._collect_step = CompiledStep(self._collect, compile_steps, "collect", **options)
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
