@@ -20,8 +20,12 @@ def learner(tmp_path, graphs: bool, seed: int = 0, **train):
     return trainer.start_fold(trainer.folds[0]).learner
 
 
-def test_hot_loop_has_no_host_sync(tmp_path):
-    lr = learner(tmp_path, graphs=True)
+COMPILE_OPTIONS = [{}, {"combo_kernels": True}]
+
+
+@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["default", "combo_kernels"])
+def test_hot_loop_has_no_host_sync(tmp_path, options):
+    lr = learner(tmp_path, graphs=True, compile_options=options)
     lr.run_collect(8)
     lr.run_updates(8)  # warm-up and capture happen here
     torch.cuda.synchronize()
@@ -81,7 +85,8 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
 
 
-def test_compiled_loss_equals_the_plain_one(tmp_path):
+@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["default", "combo_kernels"])
+def test_compiled_loss_equals_the_plain_one(tmp_path, options):
     """Same replay, same seed: the compiled forward (random ops as in eager) gives the same sample,
     noise and loss as the uncompiled code, and the same gradients after backward."""
     import torch._inductor.config as inductor_config
@@ -91,7 +96,8 @@ def test_compiled_loss_equals_the_plain_one(tmp_path):
     lr.online.train()
     results = []
     with inductor_config.patch(fallback_random=True):
-        for forward in (type(lr)._forward_loss.__get__(lr), torch.compile(type(lr)._forward_loss.__get__(lr))):
+        plain = type(lr)._forward_loss.__get__(lr)
+        for forward in (plain, torch.compile(plain, options=options or None)):
             torch.cuda.manual_seed(5)
             index, out = forward()
             lr.optimizer.zero_grad(set_to_none=True)
