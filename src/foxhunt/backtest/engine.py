@@ -286,8 +286,7 @@ class Backtester:
         """Market-on-close of each job's open position at its last bar, through the fill model."""
         pos = torch.tensor([r["position"][-1] for r in records], dtype=torch.float64)
         close = torch.tensor([self.bars.close[p.stop - 1] for p in plans], dtype=torch.float64)
-        zero = torch.zeros_like(pos)
-        fill = fills.execute(Book(pos, zero, zero), -pos, close, self.cost)
+        fill = fills.close_out(pos, close, self.cost)
         return [{"qty": float(q), "price": float(px), "cost": float(c)}
                 for q, px, c in zip(fill.qty, fill.price, fill.cost, strict=True)]
 

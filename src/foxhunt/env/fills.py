@@ -103,6 +103,14 @@ def execute(book: Book, qty: Tensor, ref: Tensor, cost: CostModel) -> Fill:
     return Fill(Book(new, new_avg, cash), qty, price, slip + fee, realised, closed_trade)
 
 
+def close_out(position: Tensor, price: Tensor, cost: CostModel) -> Fill:
+    """The market order that takes `position` to flat against `price` (e.g. the end of a
+    backtest or evaluation window). Only the fill's qty, price, cost and closed_trade are
+    meaningful: the book it starts from has no average price or cash."""
+    zero = torch.zeros_like(position)
+    return execute(Book(position, zero, zero), -position, price, cost)
+
+
 def stop_level(ref: Tensor, side: Tensor, multiple: Tensor, atr: Tensor, cost: CostModel) -> Tensor:
     """A stop `multiple` ATRs behind `ref` (below a long, above a short), on the tick grid."""
     return round_to_tick(ref - side * multiple * atr, cost.tick_size)

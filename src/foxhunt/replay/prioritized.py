@@ -209,12 +209,10 @@ class PrioritizedReplay:
         f64 = dict(device=self.device, dtype=torch.float64)
         u = torch.rand(batch_size, generator=self.generator, **f64)
         u += torch.arange(batch_size, **f64)
-        blocks = self.priority_alpha.view(-1, self.block)
-        block_mass = blocks.sum(1, dtype=torch.float64)
-        index = self._inverse_cdf(u / batch_size, block_mass)
+        index = self._inverse_cdf(u / batch_size)
         # IS weight (N P(i))^-beta / max_j (N P(j))^-beta = (p_i^alpha / min_j p_j^alpha)^-beta.
-        written = torch.where(blocks > 0, blocks, torch.inf)  # the min runs over written slots only
-        min_mass = written.amin(1).amin()
+        mass = self.priority_alpha
+        min_mass = torch.where(mass > 0, mass, torch.inf).amin()  # over written slots only
         weight = (self.priority_alpha[index] / min_mass).pow(-self.beta())
         self.sample_calls.add_(1)
         return self.lookup(index, weight)
@@ -223,13 +221,11 @@ class PrioritizedReplay:
         """The stored masses as [slots, n_envs] (a view)."""
         return self.priority_alpha[: self.capacity].view(self.slots, self.n_envs)
 
-    def _inverse_cdf(self, u01: Tensor, block_mass: Tensor | None = None) -> Tensor:
+    def _inverse_cdf(self, u01: Tensor) -> Tensor:
         """Flat indices for uniforms in [0, 1): the first i whose cumulative mass exceeds
-        u * total, found block by block (see the module docstring); `block_mass` [blocks] float64
-        may be passed in when the caller has it."""
+        u * total, found block by block (see the module docstring)."""
         blocks = self.priority_alpha.view(-1, self.block)
-        if block_mass is None:
-            block_mass = blocks.sum(1, dtype=torch.float64)
+        block_mass = blocks.sum(1, dtype=torch.float64)
         block_cdf = block_mass.cumsum(0)
         target = u01 * block_cdf[-1]
         # right=True: the first cdf > target, so zero-mass (unwritten) entries are skipped.

@@ -22,7 +22,6 @@ from torch import Tensor
 
 from foxhunt.env import fills
 from foxhunt.env.config import EnvConfig
-from foxhunt.env.fills import Book
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.errors import ConfigError
@@ -88,11 +87,9 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
         actions.append(action)
         trades.append(r.trades_closed)
         obs = r.obs
-    held = r.position
-    zero = torch.zeros_like(held)
-    exit_fill = fills.execute(Book(held, zero, zero), -held, market.close[starts + steps], env.cost)
+    exit_fill = fills.close_out(r.position, market.close[starts + steps], env.cost)
     money[-1] = money[-1] - exit_fill.cost
-    position[-1] = held + exit_fill.qty
+    position[-1] = r.position + exit_fill.qty
     trades.append(exit_fill.closed_trade.long())
     pnl = torch.stack(money, 1).reshape(-1).cpu().numpy()  # [chunks, steps] -> time order
     pos = torch.stack(position, 1).reshape(-1).cpu().numpy()

@@ -90,11 +90,11 @@ class Learner:
         compile_steps = device.type == "cuda" and t.compile
         if compile_steps:
             check_inductor_options(t.compile_options, "[train] compile_options")
-        options = {"options": t.compile_options}
-        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss", **options)
+        opts = t.compile_options
+        self._collect = CompiledStep(self._collect, compile_steps, "collect", options=opts)
+        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss", options=opts)
         self._apply_gradients = CompiledStep(self._apply_gradients, compile_steps, "optimiser",
-                                             **options)
-        self._collect_step = CompiledStep(self._collect, compile_steps, "collect", **options)
+                                             options=opts)
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
@@ -104,14 +104,14 @@ class Learner:
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
-        self.collect = CapturedStep(self._collect_step, graphs)
+        self.collect = CapturedStep(self._collect, graphs)
         self.update = CapturedStep(self._update, graphs)
         self.transitions = 0
 
     @property
     def compiled(self) -> bool:
         """Whether every hot-path step runs compiled (False after a fall-back to eager)."""
-        steps = (self._forward_loss, self._apply_gradients, self._collect_step)
+        steps = (self._collect, self._forward_loss, self._apply_gradients)
         return all(step.compiled for step in steps)
 
     # -- the two hot-path steps ----------------------------------------------------------------

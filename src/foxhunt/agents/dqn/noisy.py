@@ -18,6 +18,7 @@ from torch import Tensor, nn
 ALIGN = 8
 """Matrix widths are padded to a multiple of this many elements (16 bytes in bf16)."""
 
+
 def _scaled_noise(eps: Tensor, generator: torch.Generator | None) -> None:
     """Fill `eps` with f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), in place."""
     eps.normal_(generator=generator)
