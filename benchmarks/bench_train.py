@@ -110,7 +110,7 @@ class Mode:
     cuda_graphs: bool
     compile: bool = False
     autocast: str = "off"
-    compile_options: tuple[tuple[str, object], ...] = ()  # `train.compile_options`
+    compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -128,14 +128,15 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
+    options = {} if mode.compile_options is None else {
+        "compile_options": dict(mode.compile_options)}
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          compile_options=dict(mode.compile_options), autocast=mode.autocast,
-                          seed=SEED),
+                          autocast=mode.autocast, seed=SEED, **options),
     )
 
 
@@ -361,7 +362,7 @@ def run(args: argparse.Namespace) -> dict:
         all_modes = [m for m in all_modes if m.name in args.modes]
     if args.inductor:
         options = tuple((key, json.loads(value)) for key, _, value in
-                        (option.partition("=") for option in args.inductor))
+                        (option.partition("=") for option in args.inductor if option != "none"))
         all_modes = [replace(m, compile_options=options) if m.compile else m for m in all_modes]
     env_config = training_spec(sizes, device, all_modes[0]).env
 
@@ -425,7 +426,8 @@ def run(args: argparse.Namespace) -> dict:
         "mode": size_name,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
                    "start_window": [setup.window.start, setup.window.stop],
-                   "inductor_options": args.inductor,
+                   "compile_options": training_spec(sizes, device, all_modes[-1]).train
+                   .compile_options,
                    "plan": asdict(plan)},
         "update": update,
         "collect": collect,
@@ -445,7 +447,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16)")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",
-                        help="train.compile_options for the compiled modes, e.g. combo_kernels=true")
+                        help="train.compile_options for the compiled modes instead of the "
+                        "trainer's default, e.g. combo_kernels=false; 'none' for {}")
     parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
     parser.add_argument("--collect-steps", type=int, metavar="N",
                         help="timed collect and env-only steps per mode")

@@ -20,10 +20,10 @@ def learner(tmp_path, graphs: bool, seed: int = 0, **train):
     return trainer.start_fold(trainer.folds[0]).learner
 
 
-COMPILE_OPTIONS = [{}, {"combo_kernels": True}]
+COMPILE_OPTIONS = [{}, {"combo_kernels": True}]  # inductor's defaults, and ours
 
 
-@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["default", "combo_kernels"])
+@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
 def test_hot_loop_has_no_host_sync(tmp_path, options):
     lr = learner(tmp_path, graphs=True, compile_options=options)
     lr.run_collect(8)
@@ -85,7 +85,7 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
 
 
-@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["default", "combo_kernels"])
+@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
 def test_compiled_loss_equals_the_plain_one(tmp_path, options):
     """Same replay, same seed: the compiled forward (random ops as in eager) gives the same sample,
     noise and loss as the uncompiled code, and the same gradients after backward."""
