@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from foxhunt.training.learner import COMPILED_STEPS
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
@@ -87,26 +88,50 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
 
 @pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
 def test_compiled_loss_equals_the_plain_one(tmp_path, options):
-    """Same replay, same seed: the compiled forward (random ops as in eager) gives the same sample,
-    noise and loss as the uncompiled code, and the same gradients after backward."""
+    """Same replay, same seed: the compiled pieces of an update (random ops as in eager, side
+    streams as in training) give the same sample, noise and loss as the uncompiled code, and the
+    same gradients after backward."""
     import torch._inductor.config as inductor_config
 
-    lr = learner(tmp_path, graphs=False, autocast="off")
+    lr = learner(tmp_path, graphs=False, autocast="off", compile_options=options)
     lr.run_collect(8)
     lr.online.train()
+    compiled = {name: getattr(lr, name) for name in COMPILED_STEPS}
+    assert all(step.compiled for step in compiled.values())
     results = []
     with inductor_config.patch(fallback_random=True):
-        plain = type(lr)._forward_loss.__get__(lr)
-        for forward in (plain, torch.compile(plain, options=options or None)):
+        for steps in ({name: step.fn for name, step in compiled.items()}, compiled):
+            for name, step in steps.items():
+                setattr(lr, name, step)
             torch.cuda.manual_seed(5)
-            index, out = forward()
+            batch, out = lr._forward_loss()
             lr.optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
             grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]
-            results.append((index, out.loss.detach(), out.td_abs, grads))
+            results.append((batch.index, out.loss.detach(), out.td_abs, grads))
+    assert lr.compiled
     (i0, l0, td0, g0), (i1, l1, td1, g1) = results
     assert torch.equal(i0, i1)
     torch.testing.assert_close(l1, l0, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(td1, td0, rtol=1e-4, atol=1e-5)
     for a, b in zip(g0, g1, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-5)
+
+
+def test_side_streams_change_no_result(tmp_path):
+    """The update's branches on side streams compute what the same update does in one stream:
+    a missing wait between them would show up as a different model or different priorities."""
+    runs = []
+    for streams in (False, True):
+        lr = learner(tmp_path / str(streams), graphs=True, side_streams=streams, autocast="off")
+        assert bool(lr._streams.streams) == streams
+        lr.run_collect(8)
+        lr.run_updates(6)
+        torch.cuda.synchronize()
+        runs.append(lr)
+    one, side = runs
+    for (name, a), (_, b) in zip(one.online.state_dict().items(), side.online.state_dict().items()):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
+    torch.testing.assert_close(side.replay.priority_alpha, one.replay.priority_alpha,
+                               rtol=1e-3, atol=1e-5)
+    torch.testing.assert_close(side.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)

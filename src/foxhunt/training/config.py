@@ -44,6 +44,11 @@ class TrainConfig(StrictConfig):
         "combo kernels fuse the many small kernels of an update horizontally "
         "(docs/benchmarks.md); {} gives inductor's own defaults",
     )
+    side_streams: bool = Field(
+        default=True,
+        description="CUDA: run the independent parts of an update (the target network's pass, "
+        "the priority write-back) on side streams, in parallel with the online network's",
+    )
     autocast: Literal["off", "bf16"] = Field(
         default="bf16",
         description="CUDA: run the network passes under bf16 autocast (matmuls in bf16, "

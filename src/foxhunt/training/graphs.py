@@ -1,5 +1,5 @@
 """Run a step function eagerly, or capture it once as a CUDA graph and replay it; compile a step
-with a fall-back to eager.
+with a fall-back to eager; run independent parts of a step side by side on CUDA streams.
 
 A captured step must read and write only tensors that live as long as the graph (module
 parameters, optimiser state, env and replay buffers, accumulators), draw random numbers from the
@@ -12,7 +12,8 @@ and replays.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -47,6 +48,45 @@ class CapturedStep:
             with torch.cuda.graph(self.graph):
                 self.fn()
         self.graph.replay()
+
+
+class SideStreams:
+    """Independent parts of a step run on side streams beside the current one on CUDA, and
+    inline (in program order) elsewhere.
+
+    Most kernels of an update at batch 512 occupy a few of the GPU's SMs, so independent chains
+    (the target network's pass beside the online network's, the priority write-back beside the
+    backward pass) overlap instead of queueing. Inside a CUDA-graph capture the branches become
+    parallel paths of the graph. `branch(k)` starts after everything queued so far on the
+    current stream; `wait(k, j)` orders branch k after branch j; `join()` orders the current
+    stream after every branch. Tensors passed between streams must stay referenced until the
+    `join()` that follows their last use (the caching allocator could otherwise hand their memory
+    to another stream early); locals of the step function are.
+    """
+
+    def __init__(self, device: torch.device, n: int, enabled: bool = True):
+        on = enabled and device.type == "cuda"
+        self.streams = [torch.cuda.Stream(device) for _ in range(n)] if on else []
+        self.n = n
+
+    @contextmanager
+    def branch(self, k: int) -> Iterator[None]:
+        if not self.streams:
+            yield
+            return
+        stream = self.streams[k]
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            yield
+
+    def wait(self, k: int, j: int) -> None:
+        if self.streams:
+            self.streams[k].wait_stream(self.streams[j])
+
+    def join(self) -> None:
+        main = torch.cuda.current_stream() if self.streams else None
+        for stream in self.streams:
+            main.wait_stream(stream)
 
 
 class CompiledStep:

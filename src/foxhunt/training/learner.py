@@ -2,7 +2,8 @@
 
 `collect()` takes one vectorised env step with the noisy online policy and stores it; `update()`
 is one Rainbow update. Both keep every metric on the device in accumulators that the trainer
-reads once per epoch, and on CUDA each is captured once as a CUDA graph and replayed.
+reads once per epoch, and on CUDA each is captured once as a CUDA graph and replayed, its pieces
+compiled (`COMPILED_STEPS`) and the independent ones run on side streams (`Learner._update`).
 """
 
 from __future__ import annotations
@@ -13,17 +14,25 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate, c51_loss, iqn_loss
+from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
+from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, target_distributions
+from foxhunt.agents.dqn.network import QOutput
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
+from foxhunt.replay.prioritized import ReplayBatch
 from foxhunt.training.config import TrainingSpec
-from foxhunt.training.graphs import CapturedStep, CompiledStep, check_inductor_options
+from foxhunt.training.graphs import CapturedStep, CompiledStep, SideStreams, check_inductor_options
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
+COMPILED_STEPS = (
+    "_collect", "_sample", "_next_actions", "_target_distributions", "_bootstrap",
+    "_online_forward", "_loss_terms", "_reprioritise", "_apply_gradients", "_accumulate",
+)
+"""The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
 
 def direction_labels(market: MarketTensors, bar: Tensor) -> Tensor:
@@ -84,17 +93,18 @@ class Learner:
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
-        self._loss_fn = c51_loss if a.head == "c51" else iqn_loss
+        self._bootstrap_fn, self._terms_fn = HEADS[a.head]
+        self._support = self.online.support if a.head == "c51" else None
         self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
+        self._streams = SideStreams(device, 2, enabled=t.side_streams)
         compile_steps = device.type == "cuda" and t.compile
         if compile_steps:
             check_inductor_options(t.compile_options, "[train] compile_options")
-        opts = t.compile_options
-        self._collect = CompiledStep(self._collect, compile_steps, "collect", options=opts)
-        self._forward_loss = CompiledStep(self._forward_loss, compile_steps, "loss", options=opts)
-        self._apply_gradients = CompiledStep(self._apply_gradients, compile_steps, "optimiser",
-                                             options=opts)
+        for name in COMPILED_STEPS:
+            step = CompiledStep(getattr(self, name), compile_steps, name.lstrip("_"),
+                                options=t.compile_options)
+            setattr(self, name, step)
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
@@ -111,8 +121,7 @@ class Learner:
     @property
     def compiled(self) -> bool:
         """Whether every hot-path step runs compiled (False after a fall-back to eager)."""
-        steps = (self._collect, self._forward_loss, self._apply_gradients)
-        return all(step.compiled for step in steps)
+        return all(getattr(self, name).compiled for name in COMPILED_STEPS)
 
     # -- the two hot-path steps ----------------------------------------------------------------
 
@@ -141,41 +150,94 @@ class Learner:
             chosen.double(),
         ), dim=1)
 
-    def _forward_loss(self) -> tuple[Tensor, LossOutput]:
-        """PER sample, observations re-gathered for it, fresh noise in both networks, the loss.
-        Returns (sampled flat indices, loss output); compiled, its backward is compiled too."""
+    def _update(self) -> None:
+        """One Rainbow update, its independent chains side by side (inline on the CPU):
+
+            main:      sample ─ online(s) ─────────────┬─ loss ─ backward ─ clip ─ Adam ─ Polyak ─┬─ metrics
+            branch 0:        └ online(s') → a* ─────┐  │        └ new priorities, TD p99 ────────┤
+            branch 1:        └ target(s') ──────────┴ bootstrap target ─┘
+        """
+        side = self._streams
+        b, loss = self._forward_loss()
+        with side.branch(0):
+            td_p99 = self._reprioritise(b.index, loss.td_abs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.loss.backward()
+        # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
+        # version launches one reduction per parameter tensor.
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params], foreach=True)
+        self._apply_gradients(grad_norm)
+        side.join()
+        self._accumulate(loss.metrics, grad_norm, td_p99)
+
+    def _forward_loss(self) -> tuple[ReplayBatch, LossOutput]:
+        """The update up to its loss: sample, then the three forward chains, then the terms."""
+        side = self._streams
+        b, obs, next_obs, labels = self._sample()
+        with side.branch(0):
+            next_actions = self._next_actions(next_obs)
+        with side.branch(1):
+            next_dist = self._target_distributions(next_obs)
+            side.wait(1, 0)
+            target = self._bootstrap(next_dist, next_actions, b.ret, b.discount)
+        out = self._online_forward(obs)
+        side.join()
+        return b, self._loss_terms(out, b.action, target, b.weight, labels)
+
+    # The compiled pieces of an update, in the order `_update` runs them.
+
+    def _sample(self) -> tuple[ReplayBatch, Tensor, Tensor, Tensor]:
+        """PER batch, its observations at s and s' re-gathered, direction labels; fresh noise in
+        the online network (the target's is drawn on its own branch)."""
         b, env = self.replay.sample(self.spec.train.batch_size), self.env
         self.online.reset_noise(self.generator)
+        obs = env.observe(b.bar, b.pos_state)
+        next_obs = env.observe(b.next_bar, b.next_pos_state)
+        return b, obs, next_obs, direction_labels(self.market, b.bar)
+
+    def _next_actions(self, next_obs: Tensor) -> Tensor:
+        with self._autocast():
+            return greedy_next_actions(self.online, next_obs)
+
+    def _target_distributions(self, next_obs: Tensor) -> Tensor:
         self.target.reset_noise(self.generator)
         with self._autocast():
-            out = self._loss_fn(
-                self.online, self.target, env.observe(b.bar, b.pos_state), b.action, b.ret,
-                b.discount, env.observe(b.next_bar, b.next_pos_state), b.weight,
-                direction_labels(self.market, b.bar), self.spec.agent,
-            )
-        return b.index, out
+            return target_distributions(self.target, next_obs, self.spec.agent)
 
-    def _apply_gradients(self, index: Tensor, td_abs: Tensor, metrics: dict[str, Tensor],
-                         grad_norm: Tensor) -> None:
-        """Adam, Polyak, new priorities and the metric accumulators, after backward and clip."""
+    def _bootstrap(self, next_dist: Tensor, next_actions: Tensor, ret: Tensor,
+                   discount: Tensor) -> Tensor:
+        return self._bootstrap_fn(next_dist, next_actions, ret, discount, self._support)
+
+    def _online_forward(self, obs: Tensor) -> QOutput:
+        a = self.spec.agent
+        with self._autocast():
+            if a.head == "iqn":
+                return self.online(obs, self.online.sample_taus(obs.shape[0], a.iqn_taus, obs))
+            return self.online(obs)
+
+    def _loss_terms(self, out: QOutput, action: Tensor, target: Tensor, weight: Tensor,
+                    labels: Tensor) -> LossOutput:
+        with self._autocast():
+            return self._terms_fn(out, action, target, weight, labels, self.spec.agent,
+                                  self._support)
+
+    def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
+        """New priorities for the sampled transitions; returns the batch's TD-error p99."""
+        self.replay.update_priorities(index, td_abs)
+        return td_abs.float().sort().values[self._p99_index]
+
+    def _apply_gradients(self, grad_norm: Tensor) -> None:
+        """Gradients clipped to grad_clip in total norm, Adam, Polyak."""
+        torch.nn.utils.clip_grads_with_norm_(self._params, self.spec.agent.grad_clip, grad_norm,
+                                             foreach=True)
         self.optimizer.step()
         self._polyak()
-        self.replay.update_priorities(index, td_abs)
+
+    def _accumulate(self, metrics: dict[str, Tensor], grad_norm: Tensor, td_p99: Tensor) -> None:
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
-            metrics["target_q"], grad_norm, td_abs.float().sort().values[self._p99_index],
-            torch.ones((), device=self.device),
+            metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),
         )).double()  # fmt: skip
-
-    def _update(self) -> None:
-        index, out = self._forward_loss()
-        self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        # Eager on purpose: foreach clipping is a handful of multi-tensor kernels, where the
-        # compiled version launches one reduction per parameter tensor.
-        grad_norm = torch.nn.utils.clip_grad_norm_(self._params, self.spec.agent.grad_clip,
-                                                   foreach=True)
-        self._apply_gradients(index, out.td_abs, out.metrics, grad_norm)
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 

@@ -34,6 +34,8 @@ def _check(value: Tensor | None, adv: Tensor, support: Tensor) -> None:
     if adv.dim() != 4:
         raise ValueError(f"adv must be [N, branches, actions, atoms], got shape {tuple(adv.shape)}")
     n, _, _, atoms = adv.shape
+    if 0 in adv.shape[1:]:
+        raise ValueError(f"adv needs a branch, an action and an atom, got shape {tuple(adv.shape)}")
     if not adv.is_floating_point():
         raise ValueError(f"adv must be floating point, got {adv.dtype}")
     if support.shape != (atoms,):
@@ -69,9 +71,7 @@ def _next_pow2(x: int) -> int:
     return 1 << max(x - 1, 0).bit_length()
 
 
-def greedy_c51_triton(
-    value: Tensor | None, adv: Tensor, support: Tensor
-) -> tuple[Tensor, Tensor]:
+def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tuple[Tensor, Tensor]:
     """The Triton kernel on any device Triton can launch on (CUDA, or CPU under
     TRITON_INTERPRET=1). Copies an input only if its atom axis is not contiguous."""
     if not HAS_TRITON:
@@ -83,7 +83,7 @@ def greedy_c51_triton(
     n, branches, actions, atoms = adv.shape
     q = torch.empty(n, branches, actions, dtype=torch.float32, device=adv.device)
     action = torch.empty(n, branches, dtype=torch.long, device=adv.device)
-    if n == 0 or branches == 0:
+    if n == 0:
         return action, q
     if adv.stride(-1) != 1:
         adv = adv.contiguous()

@@ -6,6 +6,12 @@ Noise: the trainer calls `reset_noise()` on the online and the target network be
 update (Rainbow resamples both); these functions use whatever noise the buffers hold.
 Targets use double DQN per branch (van Hasselt et al. 2016, "Deep RL with Double Q-learning"):
 the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target network values it.
+
+Each loss is also available in the pieces it is made of, so that a trainer can run the
+independent ones side by side (on separate CUDA streams): `greedy_next_actions` (online net at
+s'), `target_distributions` (target net at s'), the head's bootstrap target (`c51_target`,
+`iqn_target`: a* valued by the target net) and its loss terms (`c51_terms`, `iqn_terms`) on the
+online net's output at s. `c51_loss` and `iqn_loss` are those pieces in sequence.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from foxhunt.agents.dqn.config import AgentConfig
-from foxhunt.agents.dqn.network import BranchingQNetwork
+from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
 from foxhunt.agents.dqn.projection import project_distribution
 
 
@@ -37,13 +43,19 @@ def take_action(values: Tensor, actions: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def double_dqn_next(
-    online: BranchingQNetwork, target: BranchingQNetwork, next_obs: Tensor, taus: Tensor | None = None
-) -> Tensor:
-    """The target network's distribution of a* = argmax_a E[Z_online(s', a)] in each branch,
-    [B, Br, K] float32 (C51: log-probabilities; IQN: quantiles at `taus`)."""
-    next_actions = online.q_values(next_obs).argmax(dim=-1)
-    return take_action(target.distributions(next_obs, taus), next_actions).float()
+def greedy_next_actions(online: BranchingQNetwork, next_obs: Tensor) -> Tensor:
+    """Double DQN's a* = argmax_a E[Z_online(s', a)] in each branch, [B, Br] long."""
+    return online.q_values(next_obs).argmax(dim=-1)
+
+
+@torch.no_grad()
+def target_distributions(target: BranchingQNetwork, next_obs: Tensor, config: AgentConfig) -> Tensor:
+    """Z_target(s', a) for every branch and action, [B, Br, A, K]: C51 log-probabilities, or
+    IQN quantiles at N' = iqn_target_taus fresh taus."""
+    taus = None
+    if config.head == "iqn":
+        taus = target.sample_taus(next_obs.shape[0], config.iqn_target_taus, next_obs)
+    return target.distributions(next_obs, taus)
 
 
 def direction_loss(aux_logits: Tensor, labels: Tensor) -> Tensor:
@@ -76,6 +88,35 @@ def _finish(
     return LossOutput(loss, per_sample.detach(), metrics)
 
 
+@torch.no_grad()
+def c51_target(
+    next_dist: Tensor, next_actions: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> Tensor:
+    """The target distribution of a* shifted to r + discount * z and projected onto the support,
+    [B, Br, atoms] float32; next_dist [B, Br, A, atoms] are the target network's log-probs."""
+    next_p = take_action(next_dist, next_actions).float().exp()
+    return project_distribution(next_p, returns[:, None], discounts[:, None], support)
+
+
+def c51_terms(
+    out: QOutput,
+    actions: Tensor,
+    target_p: Tensor,
+    weights: Tensor,
+    direction_labels: Tensor,
+    config: AgentConfig,
+    support: Tensor,
+) -> LossOutput:
+    """Cross-entropy of the projected target against the online distribution of the taken
+    action, averaged over branches; as in Rainbow (Hessel et al. 2018) that per-sample loss is
+    also the new priority."""
+    log_p = take_action(out.log_probs, actions)
+    per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
+    mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()
+    target_q = (target_p * support).sum(dim=-1).mean()
+    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
+
+
 def c51_loss(
     online: BranchingQNetwork,
     target: BranchingQNetwork,
@@ -88,26 +129,21 @@ def c51_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Categorical (C51) double-DQN loss, per branch.
+    """Categorical (C51) double-DQN loss, per branch: `c51_target` then `c51_terms`.
 
     obs/next_obs [B, obs_dim]; actions [B, Br] long; returns [B] (n-step discounted sum);
     discounts [B] (gamma^k, 0 after a termination); weights [B] IS weights; direction_labels [B]
-    long in {0, 1, -1 = unknown}. The target distribution of a* is shifted to r + discount * z and
-    projected onto the support; the per-sample loss is its cross-entropy against the online
-    distribution of the taken action, averaged over branches. As in Rainbow (Hessel et al. 2018)
-    that same per-sample loss is the new priority.
+    long in {0, 1, -1 = unknown}.
     """
     out = online(obs)
-    log_p = take_action(out.log_probs, actions)
-    with torch.no_grad():
-        next_p = double_dqn_next(online, target, next_obs).exp()
-        target_p = project_distribution(
-            next_p, returns[:, None], discounts[:, None], online.support
-        )
-    per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
-    mean_q = (log_p.detach().exp() * online.support).sum(dim=-1).mean()
-    target_q = (target_p * online.support).sum(dim=-1).mean()
-    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
+    target_p = c51_target(
+        target_distributions(target, next_obs, config),
+        greedy_next_actions(online, next_obs),
+        returns,
+        discounts,
+        online.support,
+    )
+    return c51_terms(out, actions, target_p, weights, direction_labels, config, online.support)
 
 
 def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
@@ -115,6 +151,42 @@ def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
     abs_td = td.abs()
     huber = torch.where(abs_td <= kappa, 0.5 * td.square(), kappa * (abs_td - 0.5 * kappa))
     return (taus - (td.detach() < 0).to(td.dtype)).abs() * huber / kappa
+
+
+@torch.no_grad()
+def iqn_target(
+    next_dist: Tensor, next_actions: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> Tensor:
+    """r + discount * Z_target(s', a*) at the target's N' taus, [B, Br, N'] float32
+    (`support` is unused: the signature matches `c51_target`)."""
+    next_q = take_action(next_dist, next_actions).float()
+    return returns[:, None, None] + discounts[:, None, None] * next_q
+
+
+def iqn_terms(
+    out: QOutput,
+    actions: Tensor,
+    target_q: Tensor,
+    weights: Tensor,
+    direction_labels: Tensor,
+    config: AgentConfig,
+    support: Tensor | None = None,
+) -> LossOutput:
+    """N online quantiles against the N' target samples: the quantile Huber loss summed over N,
+    averaged over N' (Dabney et al. 2018) and then over branches, per sample."""
+    quantiles = take_action(out.quantiles, actions)
+    td = target_q.unsqueeze(-2) - quantiles.unsqueeze(-1)
+    rho = quantile_huber(td, out.taus[:, None, :, None], config.kappa)
+    per_sample = rho.sum(dim=-2).mean(dim=-1).mean(dim=-1)
+    return _finish(
+        per_sample,
+        weights,
+        out.aux_logits,
+        direction_labels,
+        config,
+        quantiles.detach().mean(),
+        target_q.mean(),
+    )
 
 
 def iqn_loss(
@@ -129,28 +201,18 @@ def iqn_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Implicit-quantile (IQN) double-DQN loss, per branch; arguments as in `c51_loss`.
-
-    N = iqn_taus online quantiles against N' = iqn_target_taus target samples
-    r + discount * Z_target(s', a*); the quantile Huber loss is summed over N, averaged over N'
-    (Dabney et al. 2018) and then averaged over branches to give the per-sample loss and priority.
-    """
-    batch = obs.shape[0]
-    out = online(obs, online.sample_taus(batch, config.iqn_taus, obs))
-    quantiles = take_action(out.quantiles, actions)
-    with torch.no_grad():
-        next_taus = target.sample_taus(batch, config.iqn_target_taus, next_obs)
-        next_q = double_dqn_next(online, target, next_obs, next_taus)
-        target_q = returns[:, None, None] + discounts[:, None, None] * next_q
-    td = target_q.unsqueeze(-2) - quantiles.unsqueeze(-1)
-    rho = quantile_huber(td, out.taus[:, None, :, None], config.kappa)
-    per_sample = rho.sum(dim=-2).mean(dim=-1).mean(dim=-1)
-    return _finish(
-        per_sample,
-        weights,
-        out.aux_logits,
-        direction_labels,
-        config,
-        quantiles.detach().mean(),
-        target_q.mean(),
+    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_target` then `iqn_terms`;
+    arguments as in `c51_loss`. Online taus: N = iqn_taus fresh samples."""
+    out = online(obs, online.sample_taus(obs.shape[0], config.iqn_taus, obs))
+    target_q = iqn_target(
+        target_distributions(target, next_obs, config),
+        greedy_next_actions(online, next_obs),
+        returns,
+        discounts,
+        None,
     )
+    return iqn_terms(out, actions, target_q, weights, direction_labels, config)
+
+
+HEADS = {"c51": (c51_target, c51_terms), "iqn": (iqn_target, iqn_terms)}
+"""Per head: (bootstrap target from the target network's distributions, loss terms)."""

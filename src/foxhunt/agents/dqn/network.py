@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from foxhunt.agents.dqn.act_kernel import greedy_c51
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
 from foxhunt.agents.dqn.noisy import ALIGN, GroupedLinear, NoisyLinear, draw_noise
 from foxhunt.errors import ConfigError
@@ -140,15 +141,21 @@ class DuelingBranches(nn.Module):
             GroupedLinear(1, hidden, out_dim, shared_input=True, **grouped) if dueling else None
         )
 
-    def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
-        """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
+    def logits(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
+        """The streams' raw outputs: (value [..., out] or None, advantages [..., Br, A, out])."""
         h = F.relu(self.hidden(x))  # [..., Br (+1), hidden]
         adv = self.advantage(h[..., : self.n_branches, :])
         adv = adv.unflatten(-1, (self.n_actions, self.out_dim))
         if self.value is None:
             return None, adv
-        value = self.value(h[..., self.n_branches, :]).unsqueeze(-2)  # [..., 1, 1, out]
-        return value, adv - adv.mean(dim=-2, keepdim=True)
+        return self.value(h[..., self.n_branches, :]).squeeze(-2), adv
+
+    def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
+        """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
+        value, adv = self.logits(x)
+        if value is None:
+            return None, adv
+        return value[..., None, None, :], adv - adv.mean(dim=-2, keepdim=True)
 
     def forward(self, x: Tensor) -> Tensor:
         value, adv = self.streams(x)
@@ -276,7 +283,11 @@ class BranchingQNetwork(nn.Module):
 
     @torch.no_grad()
     def act(self, obs: Tensor) -> Tensor:
-        """Greedy action per branch [B, Br] (long); ties go to the lowest, safe-default index."""
+        """Greedy action per branch [B, Br] (long); ties go to the lowest, safe-default index.
+        C51 goes through `greedy_c51` (one fused kernel on CUDA)."""
+        if self.config.head == "c51":
+            value, adv = self.heads.logits(self.features(obs))
+            return greedy_c51(value, adv, self.support)[0]
         return self.q_values(obs).argmax(dim=-1)
 
     def noise_buffers(self) -> list[Tensor]:
