@@ -25,9 +25,9 @@ except ImportError:
 else:
     HAS_TRITON = True
 
-TILE = 4096
-"""Elements of one program's padded [rows, actions, atoms] tile: 32 float32 per thread at
-Triton's default 4 warps (16 rows at 3 x 51 atoms, 64 rows at 3 x 11)."""
+TILE = 2048
+"""Elements of one program's padded [rows, atoms] tile per action: 16 float32 per thread at
+Triton's default 4 warps (32 rows at 51 -> 64 atoms, 128 rows at 11 -> 16)."""
 
 
 def _check(value: Tensor | None, adv: Tensor, support: Tensor) -> None:
@@ -91,8 +91,8 @@ def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tup
         value = value.contiguous()
     if support.stride(-1) != 1:
         support = support.contiguous()
-    block_a, block_k = _next_pow2(actions), _next_pow2(atoms)
-    block_n = max(1, TILE // (block_a * block_k))
+    block_k = _next_pow2(atoms)
+    block_n = max(1, TILE // block_k)
     grid = ((n + block_n - 1) // block_n, branches)
     _greedy_c51_kernel[grid](
         adv if value is None else value,
@@ -110,7 +110,6 @@ def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tup
         N_ACTIONS=actions,
         N_ATOMS=atoms,
         BLOCK_N=block_n,
-        BLOCK_A=block_a,
         BLOCK_K=block_k,
     )
     return action, q
@@ -135,43 +134,43 @@ if HAS_TRITON:
         N_ACTIONS: tl.constexpr,
         N_ATOMS: tl.constexpr,
         BLOCK_N: tl.constexpr,
-        BLOCK_A: tl.constexpr,
         BLOCK_K: tl.constexpr,
     ):
-        """Program (i, b): rows i * BLOCK_N onwards of branch b, as a [BLOCK_N, BLOCK_A, BLOCK_K]
-        tile. Padding lanes load 0 (so they add nothing to the action mean), padding atoms are
-        -inf before the softmax and padding actions -inf before the argmax."""
+        """Program (i, b): rows i * BLOCK_N onwards of branch b, one [BLOCK_N, BLOCK_K] tile per
+        action (a static loop over the few actions): a first pass sums the advantages for the
+        mean, a second forms each action's logits, its softmax expectation and the running
+        argmax. 64-bit arithmetic only in the program's base offsets; padding atoms are -inf
+        before the softmax, padding rows are computed but never stored."""
         branch = tl.program_id(1)
-        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        acts = tl.arange(0, BLOCK_A)
+        first = tl.program_id(0).to(tl.int64) * BLOCK_N
+        rows = tl.arange(0, BLOCK_N)
         atoms = tl.arange(0, BLOCK_K)
-        row_ok = rows < n_rows
-        act_ok = acts < N_ACTIONS
+        row_ok = first + rows < n_rows
         atom_ok = atoms < N_ATOMS
-        rows64 = rows.to(tl.int64)
-
-        adv_ptrs = (
-            adv_ptr
-            + branch.to(tl.int64) * stride_ab
-            + rows64[:, None, None] * stride_an
-            + acts[None, :, None] * stride_aa
-            + atoms[None, None, :]
-        )
-        tile_ok = row_ok[:, None, None] & act_ok[None, :, None] & atom_ok[None, None, :]
-        logits = tl.load(adv_ptrs, mask=tile_ok, other=0.0).to(tl.float32)
-        if HAS_VALUE:
-            mean = tl.sum(logits, axis=1) / N_ACTIONS
-            value_ptrs = value_ptr + rows64[:, None] * stride_vn + atoms[None, :]
-            value_ok = row_ok[:, None] & atom_ok[None, :]
-            value = tl.load(value_ptrs, mask=value_ok, other=0.0).to(tl.float32)
-            logits = value[:, None, :] + (logits - mean[:, None, :])
-        logits = tl.where(atom_ok[None, None, :], logits, float("-inf"))
-
+        ok = row_ok[:, None] & atom_ok[None, :]
+        base = adv_ptr + first * stride_an + branch.to(tl.int64) * stride_ab
+        tile = rows[:, None] * stride_an + atoms[None, :]
         z = tl.load(support_ptr + atoms, mask=atom_ok, other=0.0).to(tl.float32)
-        e = tl.exp(logits - tl.max(logits, axis=2)[:, :, None])
-        q = tl.sum(e * z[None, None, :], axis=2) / tl.sum(e, axis=2)
-
-        out = rows64[:, None] * (N_BRANCHES * N_ACTIONS) + branch * N_ACTIONS + acts[None, :]
-        tl.store(q_ptr + out, q, mask=row_ok[:, None] & act_ok[None, :])
-        best = tl.argmax(tl.where(act_ok[None, :], q, float("-inf")), axis=1, tie_break_left=True)
-        tl.store(action_ptr + rows64 * N_BRANCHES + branch, best.to(tl.int64), mask=row_ok)
+        if HAS_VALUE:
+            total = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+            for a in tl.static_range(N_ACTIONS):
+                total += tl.load(base + a * stride_aa + tile, mask=ok, other=0.0).to(tl.float32)
+            mean = total / N_ACTIONS
+            value_tile = rows[:, None] * stride_vn + atoms[None, :]
+            value = tl.load(value_ptr + first * stride_vn + value_tile, mask=ok, other=0.0)
+            value = value.to(tl.float32)
+        out = (first + rows) * (N_BRANCHES * N_ACTIONS) + branch * N_ACTIONS
+        best_q = tl.full([BLOCK_N], float("-inf"), dtype=tl.float32)
+        best_a = tl.zeros([BLOCK_N], dtype=tl.int32)
+        for a in tl.static_range(N_ACTIONS):
+            logits = tl.load(base + a * stride_aa + tile, mask=ok, other=0.0).to(tl.float32)
+            if HAS_VALUE:
+                logits = value + (logits - mean)
+            logits = tl.where(atom_ok[None, :], logits, float("-inf"))
+            e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
+            q = tl.sum(e * z[None, :], axis=1) / tl.sum(e, axis=1)
+            tl.store(q_ptr + out + a, q, mask=row_ok)
+            better = q > best_q  # strict: ties keep the lower action
+            best_q = tl.where(better, q, best_q)
+            best_a = tl.where(better, a, best_a)
+        tl.store(action_ptr + (first + rows) * N_BRANCHES + branch, best_a.to(tl.int64), mask=row_ok)
