@@ -153,9 +153,9 @@ class Learner:
     def _update(self) -> None:
         """One Rainbow update, its independent chains side by side (inline on the CPU):
 
-            main:      sample ─ online(s) ─────────────┬─ loss ─ backward ─ clip ─ Adam ─ Polyak ─┬─ metrics
-            branch 0:        └ online(s') → a* ─────┐  │        └ new priorities, TD p99 ────────┤
-            branch 1:        └ target(s') ──────────┴ bootstrap target ─┘
+            main      sample ─ online(s) ──────────┬ loss ┬ backward ─ norm ─ Adam, Polyak ┬ metrics
+            branch 0    └─ online(s') → a* ─┐      │      └─ new priorities, TD p99 ───────┘
+            branch 1    └─ target(s') ──────┴ bootstrap target
         """
         side = self._streams
         b, loss = self._forward_loss()
