@@ -160,6 +160,38 @@ def kernel_profile(fn: Callable[[], object], iters: int, device: torch.device) -
     }
 
 
+def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
+                  prefix: str = "foxhunt.") -> dict[str, float]:
+    """Time per call of `fn` spent in each profiler range named `prefix...` and in autograd's
+    backward nodes, in ms: the kernels' summed device time on CUDA, CPU time elsewhere.
+
+    Run `fn` uncaptured (a CUDA-graph replay has no ranges). Ranges on side streams overlap in
+    wall time, so the values add up to more than a step takes; they say where the work is."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    fn()
+    if cuda:
+        torch.cuda.synchronize(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        for _ in range(iters):
+            fn()
+        if cuda:
+            torch.cuda.synchronize(device)
+    out: dict[str, float] = {}
+    for row in prof.key_averages():
+        if row.key.startswith(prefix):
+            name = row.key[len(prefix):]
+        elif row.key.startswith("autograd::engine::evaluate_function: "):
+            name = "backward." + row.key.split(": ", 1)[1]
+        else:
+            continue
+        total = row.device_time_total if cuda else row.cpu_time_total
+        out[name] = out.get(name, 0.0) + total / iters / 1e3
+    return {k: round(v, 4) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as fh:

@@ -43,7 +43,15 @@ from foxhunt.training.graphs import CapturedStep
 from foxhunt.training.learner import Learner
 from foxhunt.training.walkforward import Window
 
-from _common import emit, kernel_profile, log, resolve_device, time_block, time_steps
+from _common import (
+    emit,
+    kernel_profile,
+    log,
+    range_profile,
+    resolve_device,
+    time_block,
+    time_steps,
+)
 
 TARGETS = {
     "update_median_ms_max": 0.25,
@@ -111,6 +119,7 @@ class Mode:
     compile: bool = False
     autocast: str = "off"
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
+    side_streams: bool = True
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -127,6 +136,11 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
     return out
 
 
+ON_REQUEST = [Mode("one_stream", cuda_graphs=True, compile=True, autocast="bf16",
+                   side_streams=False)]
+"""CUDA modes timed only when --modes names them: the defaults without side streams."""
+
+
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
     options = {} if mode.compile_options is None else {
         "compile_options": dict(mode.compile_options)}
@@ -136,7 +150,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          autocast=mode.autocast, seed=SEED, **options),
+                          autocast=mode.autocast, side_streams=mode.side_streams, seed=SEED,
+                          **options),
     )
 
 
@@ -342,6 +357,26 @@ def measure_mode(
     return update, collect, facts
 
 
+def measure_breakdown(mode: Mode, sizes: Sizes, setup: MarketSetup, device: torch.device) -> dict:
+    """Where an update's time goes, piece by piece (`range_profile`), in `mode` without graphs."""
+    uncaptured = replace(mode, cuda_graphs=False)
+    log(f"breakdown: {mode.name} without CUDA graphs, {PROFILE_ITERS} profiled updates")
+    learner = new_learner(sizes, setup, device, uncaptured)
+    with float32_matmul_precision(learner.spec.train.matmul_precision):
+        for _ in range(3):  # compile and warm up
+            learner.update()
+        pieces = range_profile(learner.update, PROFILE_ITERS, device)
+    del learner
+    gc.collect()
+    return {
+        "mode": f"{mode.name} without CUDA graphs",
+        "measure": "kernels' summed device time per update" if device.type == "cuda"
+                   else "CPU time per update",
+        "ms_per_update": pieces,
+        "note": "pieces on side streams overlap: their sum exceeds the update's wall time",
+    }
+
+
 def run(args: argparse.Namespace) -> dict:
     device = resolve_device(args.device)
     cuda = device.type == "cuda"
@@ -355,11 +390,12 @@ def run(args: argparse.Namespace) -> dict:
     torch.manual_seed(SEED)
     all_modes = modes(device, args.no_compile)
     if args.modes:
-        unknown = set(args.modes) - {m.name for m in all_modes}
+        known = all_modes + (ON_REQUEST if cuda and not args.no_compile else [])
+        unknown = set(args.modes) - {m.name for m in known}
         if unknown:
             raise SystemExit(f"--modes: {', '.join(sorted(unknown))} not among "
-                             f"{', '.join(m.name for m in all_modes)} on {device.type}")
-        all_modes = [m for m in all_modes if m.name in args.modes]
+                             f"{', '.join(m.name for m in known)} on {device.type}")
+        all_modes = [m for m in known if m.name in args.modes]
     if args.inductor:
         options = tuple((key, json.loads(value)) for key, _, value in
                         (option.partition("=") for option in args.inductor if option != "none"))
@@ -404,6 +440,9 @@ def run(args: argparse.Namespace) -> dict:
         sb3 = sb3_ratio(measure_sb3(setup, env_config, sizes, plan, device),
                         update_headline["updates_per_s"])
     update = {**updates, **update_headline}
+    if args.breakdown:
+        update["breakdown"] = measure_breakdown(
+            next(m for m in all_modes if m.name == main_mode), sizes, setup, device)
 
     notes = [
         "Per-step times are gaps between CUDA events recorded after each step (CPU: "
@@ -445,7 +484,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-compile", action="store_true",
                         help="CUDA: time only the plain eager and graphed modes (no torch.compile)")
     parser.add_argument("--modes", nargs="+", metavar="MODE",
-                        help="time only these modes (eager, graphed, compiled, compiled_bf16)")
+                        help="time only these modes (eager, graphed, compiled, compiled_bf16; "
+                        "on CUDA also one_stream: the defaults without side streams)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also profile the headline mode's update piece by piece")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",
                         help="train.compile_options for the compiled modes instead of the "
                         "trainer's default, e.g. combo_kernels=false; 'none' for {}")

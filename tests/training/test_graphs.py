@@ -1,4 +1,5 @@
-"""Compiled steps fall back to eager, once and loudly, when the compiler fails."""
+"""Compiled steps fall back to eager, once and loudly, when the compiler fails; each call is a
+profiler range."""
 
 from __future__ import annotations
 
@@ -52,3 +53,15 @@ def test_inductor_options_reach_the_compiler_and_unknown_ones_are_config_errors(
     check_inductor_options({"combo_kernels": True}, "[train] compile_options")
     with pytest.raises(ConfigError, match=r"\[train\] compile_options: .* no option 'combo_kernel'"):
         check_inductor_options({"combo_kernel": True}, "[train] compile_options")
+
+
+def test_each_call_is_a_profiler_range_named_after_the_step():
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    step = CompiledStep(lambda x: x @ x, False, "online_forward")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step(torch.ones(4, 4))
+        step(torch.ones(4, 4))
+    ranges = {row.key: row.count for row in prof.key_averages()}
+    assert ranges.get("foxhunt.online_forward") == 2

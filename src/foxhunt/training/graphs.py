@@ -94,7 +94,8 @@ class CompiledStep:
     warning, if compiling fails (e.g. no Triton for this GPU). Compilation happens on the first
     call, before any kernel of the step runs, so a failed attempt changes no state.
     `options` go to the compiler as inductor options (see `check_inductor_options`);
-    `compiler` is `torch.compile` unless a test substitutes one."""
+    `compiler` is `torch.compile` unless a test substitutes one. Each call is a profiler range
+    named `foxhunt.<name>`, so a profile attributes kernels to the step that launched them."""
 
     def __init__(self, fn: Callable[..., Any], enabled: bool, name: str,
                  compiler: Callable[..., Callable[..., Any]] | None = None,
@@ -108,6 +109,10 @@ class CompiledStep:
         self._first = enabled
 
     def __call__(self, *args: Any) -> Any:
+        with torch.profiler.record_function(f"foxhunt.{self.name}"):
+            return self._run(*args)
+
+    def _run(self, *args: Any) -> Any:
         if not self._first:
             return self._call(*args)
         self._first = False

@@ -165,7 +165,9 @@ class Learner:
         loss.loss.backward()
         # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
         # version launches one reduction per parameter tensor.
-        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params], foreach=True)
+        with torch.profiler.record_function("foxhunt.grad_norm"):
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params],
+                                                      foreach=True)
         self._apply_gradients(grad_norm)
         side.join()
         self._accumulate(loss.metrics, grad_norm, td_p99)
