@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, act_kernel
 from foxhunt.agents.dqn.act_kernel import greedy_c51, greedy_c51_reference, greedy_c51_triton
@@ -28,14 +27,7 @@ needs_cuda = pytest.mark.skipif(CUDA is None, reason="needs CUDA")
 
 def heads_of(net: BranchingQNetwork, obs: torch.Tensor):
     """(value [N, K] or None, uncentred advantages [N, Br, A, K]) from the network's own heads."""
-    heads = net.heads
-    hidden = F.relu(heads.hidden(net.features(obs)))
-    adv = heads.advantage(hidden[:, : heads.n_branches]).unflatten(
-        -1, (heads.n_actions, heads.out_dim)
-    )
-    if heads.value is None:
-        return None, adv
-    return heads.value(hidden[:, heads.n_branches]).squeeze(-2), adv
+    return net.heads.logits(net.features(obs))
 
 
 def head_layout(n, atoms, dtype=torch.float32, device="cpu", dueling=True, seed=0):
