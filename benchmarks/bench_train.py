@@ -424,7 +424,8 @@ def run(args: argparse.Namespace) -> dict:
     if not cuda:
         for measured in (updates, collects, env_only):
             measured["graphed"] = SKIPPED_GRAPHS
-    main_mode = all_modes[-1].name
+    names = [m.name for m in all_modes]
+    main_mode = DEFAULT_MODE if DEFAULT_MODE in names else names[-1]
     if "error" in updates[main_mode]:
         main_mode = next((m.name for m in all_modes if "error" not in updates[m.name]), main_mode)
     update_headline = headline(updates, main_mode, ("median_ms", "updates_per_s"),
@@ -465,8 +466,9 @@ def run(args: argparse.Namespace) -> dict:
         "mode": size_name,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
                    "start_window": [setup.window.start, setup.window.stop],
-                   "compile_options": training_spec(sizes, device, all_modes[-1]).train
-                   .compile_options,
+                   "compile_options": training_spec(
+                       sizes, device, next(m for m in all_modes if m.name == main_mode)
+                   ).train.compile_options,
                    "plan": asdict(plan)},
         "update": update,
         "collect": collect,

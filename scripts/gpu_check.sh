@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
-#   bash scripts/gpu_check.sh [tests] [train] [backtest]   (no argument: all three)
+#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown]   (no argument: the first three)
+# breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -23,6 +24,10 @@ for stage in $STAGES; do
       timeout 150 python3 benchmarks/bench_backtest.py --device cuda \
           --out "$OUT/bench_backtest.json" 2> "$OUT/bench_backtest.err" > /dev/null
       tail -4 "$OUT/bench_backtest.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest)"; exit 2 ;;
+    breakdown)
+      timeout 240 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --breakdown \
+          --modes one_stream compiled_bf16 --out "$OUT/bench_breakdown.json" \
+          2> "$OUT/bench_breakdown.err" > /dev/null; tail -8 "$OUT/bench_breakdown.err" ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown)"; exit 2 ;;
   esac
 done
