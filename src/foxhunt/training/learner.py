@@ -15,7 +15,12 @@ import torch
 from torch import Tensor
 
 from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
-from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, target_distributions
+from foxhunt.agents.dqn.losses import (
+    HEADS,
+    greedy_next_actions,
+    online_pass,
+    target_distributions,
+)
 from foxhunt.agents.dqn.network import QOutput
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
@@ -211,11 +216,8 @@ class Learner:
         return self._bootstrap_fn(next_dist, next_actions, ret, discount, self._support)
 
     def _online_forward(self, obs: Tensor) -> QOutput:
-        a = self.spec.agent
         with self._autocast():
-            if a.head == "iqn":
-                return self.online(obs, self.online.sample_taus(obs.shape[0], a.iqn_taus, obs))
-            return self.online(obs)
+            return online_pass(self.online, obs, self.spec.agent)
 
     def _loss_terms(self, out: QOutput, action: Tensor, target: Tensor, weight: Tensor,
                     labels: Tensor) -> LossOutput:

@@ -9,9 +9,10 @@ the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target ne
 
 Each loss is also available in the pieces it is made of, so that a trainer can run the
 independent ones side by side (on separate CUDA streams): `greedy_next_actions` (online net at
-s'), `target_distributions` (target net at s'), the head's bootstrap target (`c51_target`,
-`iqn_target`: a* valued by the target net) and its loss terms (`c51_terms`, `iqn_terms`) on the
-online net's output at s. `c51_loss` and `iqn_loss` are those pieces in sequence.
+s'), `target_distributions` (target net at s'), `online_pass` (online net at s), the head's
+bootstrap target (`c51_target`, `iqn_target`: a* valued by the target net) and its loss terms
+(`c51_terms`, `iqn_terms`) on the online pass. `c51_loss` and `iqn_loss` are those pieces in
+sequence.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ def take_action(values: Tensor, actions: Tensor) -> Tensor:
     """values [B, Br, A, K], actions [B, Br] -> the chosen action's row per branch, [B, Br, K]."""
     index = actions[:, :, None, None].expand(-1, -1, 1, values.shape[-1])
     return values.gather(2, index).squeeze(2)
+
+
+def online_pass(online: BranchingQNetwork, obs: Tensor, config: AgentConfig) -> QOutput:
+    """The online network at s, with grad (IQN: at N = iqn_taus fresh taus)."""
+    taus = None
+    if config.head == "iqn":
+        taus = online.sample_taus(obs.shape[0], config.iqn_taus, obs)
+    return online(obs, taus)
 
 
 @torch.no_grad()
@@ -135,15 +144,8 @@ def c51_loss(
     discounts [B] (gamma^k, 0 after a termination); weights [B] IS weights; direction_labels [B]
     long in {0, 1, -1 = unknown}.
     """
-    out = online(obs)
-    target_p = c51_target(
-        target_distributions(target, next_obs, config),
-        greedy_next_actions(online, next_obs),
-        returns,
-        discounts,
-        online.support,
-    )
-    return c51_terms(out, actions, target_p, weights, direction_labels, config, online.support)
+    return _in_sequence("c51", online, target, obs, actions, returns, discounts, next_obs,
+                        weights, direction_labels, config)
 
 
 def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
@@ -155,7 +157,11 @@ def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
 
 @torch.no_grad()
 def iqn_target(
-    next_dist: Tensor, next_actions: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+    next_dist: Tensor,
+    next_actions: Tensor,
+    returns: Tensor,
+    discounts: Tensor,
+    support: Tensor | None,
 ) -> Tensor:
     """r + discount * Z_target(s', a*) at the target's N' taus, [B, Br, N'] float32
     (`support` is unused: the signature matches `c51_target`)."""
@@ -203,15 +209,38 @@ def iqn_loss(
 ) -> LossOutput:
     """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_target` then `iqn_terms`;
     arguments as in `c51_loss`. Online taus: N = iqn_taus fresh samples."""
-    out = online(obs, online.sample_taus(obs.shape[0], config.iqn_taus, obs))
-    target_q = iqn_target(
+    return _in_sequence("iqn", online, target, obs, actions, returns, discounts, next_obs,
+                        weights, direction_labels, config)
+
+
+def _in_sequence(
+    head: str,
+    online: BranchingQNetwork,
+    target: BranchingQNetwork,
+    obs: Tensor,
+    actions: Tensor,
+    returns: Tensor,
+    discounts: Tensor,
+    next_obs: Tensor,
+    weights: Tensor,
+    direction_labels: Tensor,
+    config: AgentConfig,
+) -> LossOutput:
+    """The pieces of `head`'s loss one after the other (see the module docstring)."""
+    if config.head != head:
+        raise ValueError(f"{head}_loss needs an agent config with head = {head!r}, "
+                         f"got {config.head!r}")
+    bootstrap, terms = HEADS[head]
+    support = online.support if config.head == "c51" else None
+    out = online_pass(online, obs, config)
+    target_value = bootstrap(
         target_distributions(target, next_obs, config),
         greedy_next_actions(online, next_obs),
         returns,
         discounts,
-        None,
+        support,
     )
-    return iqn_terms(out, actions, target_q, weights, direction_labels, config)
+    return terms(out, actions, target_value, weights, direction_labels, config, support)
 
 
 HEADS = {"c51": (c51_target, c51_terms), "iqn": (iqn_target, iqn_terms)}
