@@ -67,7 +67,6 @@ class SideStreams:
     def __init__(self, device: torch.device, n: int, enabled: bool = True):
         on = enabled and device.type == "cuda"
         self.streams = [torch.cuda.Stream(device) for _ in range(n)] if on else []
-        self.n = n
 
     @contextmanager
     def branch(self, k: int) -> Iterator[None]:
