@@ -120,6 +120,7 @@ class Mode:
     autocast: str = "off"
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
+    collect_steps_per_graph: int = 1
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -150,7 +151,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          autocast=mode.autocast, side_streams=mode.side_streams, seed=SEED,
+                          autocast=mode.autocast, side_streams=mode.side_streams,
+                          collect_steps_per_graph=mode.collect_steps_per_graph, seed=SEED,
                           **options),
     )
 
@@ -229,10 +231,22 @@ def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
 
 
 def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
-    t = time_steps(learner.collect, plan.collect_steps, plan.warmup, device)
-    out = {**t.summary(), "env_steps_per_s": round(learner.env.n_envs * t.per_s),
-           "cuda_graph": learner.collect.captured,
-           **kernel_profile(learner.collect, PROFILE_ITERS, device)}
+    """Per env step; with `train.collect_steps_per_graph` k > 1 each timed call is a k-step
+    block, and its times and kernel counts are divided by k."""
+    k = learner.spec.train.collect_steps_per_graph if learner.collect_block.enabled else 1
+    step = learner.collect_block if k > 1 else learner.collect
+    t = time_steps(step, max(1, plan.collect_steps // k), max(1, plan.warmup // k), device)
+    summary = {key: (round(v / k, 4) if key.endswith("_ms") else v)
+               for key, v in t.summary().items()}
+    profile = kernel_profile(step, PROFILE_ITERS, device)
+    for key in ("kernels_per_step", "kernel_ms_per_step"):
+        if key in profile:
+            profile[key] = round(profile[key] / k, 4)
+    for kernel in profile.get("top_kernels", []):
+        kernel["calls_per_step"] = round(kernel["calls_per_step"] / k, 2)
+        kernel["ms_per_step"] = round(kernel["ms_per_step"] / k, 4)
+    out = {**summary, "env_steps_per_s": round(learner.env.n_envs * k * t.per_s),
+           "steps_per_graph": k, "cuda_graph": step.captured, **profile}
     return {**out, "target_met": collect_met(out)}
 
 
@@ -400,6 +414,9 @@ def run(args: argparse.Namespace) -> dict:
         options = tuple((key, json.loads(value)) for key, _, value in
                         (option.partition("=") for option in args.inductor if option != "none"))
         all_modes = [replace(m, compile_options=options) if m.compile else m for m in all_modes]
+    if args.collect_block > 1:
+        all_modes = [replace(m, collect_steps_per_graph=args.collect_block) if m.cuda_graphs
+                     else m for m in all_modes]
     env_config = training_spec(sizes, device, all_modes[0]).env
 
     log(f"{size_name} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
@@ -488,6 +505,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
                         "on CUDA also one_stream: the defaults without side streams)")
+    parser.add_argument("--collect-block", type=int, default=1, metavar="K",
+                        help="train.collect_steps_per_graph for the graphed modes")
     parser.add_argument("--breakdown", action="store_true",
                         help="also profile the headline mode's update piece by piece")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",

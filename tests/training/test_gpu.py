@@ -135,3 +135,21 @@ def test_side_streams_change_no_result(tmp_path):
     torch.testing.assert_close(side.replay.priority_alpha, one.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
     torch.testing.assert_close(side.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)
+
+
+def test_collect_blocks_store_what_single_steps_store(tmp_path):
+    """k collect steps per graph replay: same transitions, same metrics, as one step per replay."""
+    runs = []
+    for block in (1, 4):
+        lr = learner(tmp_path / str(block), graphs=True, collect_steps_per_graph=block)
+        lr.run_collect(14)  # 3 blocks of 4 and 2 single steps (warm-up, capture, replay)
+        lr.run_collect(14)
+        torch.cuda.synchronize()
+        assert lr.collect_block.captured == (block > 1)
+        runs.append(lr)
+    one, blocks = runs
+    for name in ("bar", "action", "reward", "terminated", "truncated", "next_bar"):
+        torch.testing.assert_close(getattr(blocks.replay, name), getattr(one.replay, name),
+                                   msg=f"replay.{name} differs")
+    assert torch.equal(blocks.replay.cursor, one.replay.cursor)
+    assert blocks.read_metrics() == one.read_metrics()

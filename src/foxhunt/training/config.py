@@ -44,6 +44,10 @@ class TrainConfig(StrictConfig):
         "combo kernels fuse the many small kernels of an update horizontally "
         "(docs/benchmarks.md); {} gives inductor's own defaults",
     )
+    collect_steps_per_graph: int = Field(
+        default=1, ge=1,
+        description="CUDA graphs: collect steps captured in one graph (one launch per block)",
+    )
     side_streams: bool = Field(
         default=True,
         description="CUDA: run the independent parts of an update (the target network's pass, "

@@ -120,6 +120,10 @@ class Learner:
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
         self.collect = CapturedStep(self._collect, graphs)
+        # k collect steps per graph replay: one launch instead of k (the last steps of an epoch
+        # that do not fill a block replay the one-step graph).
+        self._block = t.collect_steps_per_graph if graphs else 1
+        self.collect_block = CapturedStep(self._collect_block, graphs and self._block > 1)
         self.update = CapturedStep(self._update, graphs)
         self.transitions = 0
 
@@ -245,9 +249,17 @@ class Learner:
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 
+    def _collect_block(self) -> None:
+        for _ in range(self._block):
+            self._collect()
+
     def run_collect(self, steps: int) -> None:
+        blocks, rest = divmod(steps, self._block)
         with float32_matmul_precision(self.spec.train.matmul_precision):
-            for _ in range(steps):
+            step = self.collect_block if self._block > 1 else self.collect
+            for _ in range(blocks):
+                step()
+            for _ in range(rest):
                 self.collect()
         self.transitions += steps * self.env.n_envs
 
