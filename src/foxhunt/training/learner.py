@@ -34,7 +34,7 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_collect", "_sample", "_next_actions", "_target_distributions", "_bootstrap",
+    "_act_step", "_store", "_sample", "_next_actions", "_target_distributions", "_bootstrap",
     "_online_forward", "_loss_terms", "_reprioritise", "_apply_gradients", "_accumulate",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
@@ -119,7 +119,7 @@ class Learner:
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
-        self.collect = CapturedStep(self._collect, graphs)
+        self.collect = CapturedStep(lambda: self._collect_steps(1), graphs)
         # k collect steps per graph replay: one launch instead of k (the last steps of an epoch
         # that do not fill a block replay the one-step graph).
         self._block = t.collect_steps_per_graph if graphs else 1
@@ -137,24 +137,43 @@ class Learner:
     def _autocast(self) -> torch.autocast:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast)
 
-    def _collect(self) -> None:
+    def _collect_steps(self, n: int) -> None:
+        """n env steps. The policy pass and the env step run on the current stream; each step's
+        replay write and metric sums on a side stream, beside the next step's policy pass."""
+        side, pending = self._streams, []
+        for _ in range(n):
+            step = self._act_step()
+            pending.append(step)  # referenced until the join (see SideStreams)
+            with side.branch(0):
+                self._store(*step)
+        side.join()
+
+    def _act_step(self) -> tuple[Tensor, ...]:
+        """Policy and env step; returns what `_store` records (plain tensors: compiled steps
+        hand tensors, not objects, to each other)."""
         env = self.env
         bar, pos_state = env.state()
         with torch.no_grad(), self._autocast():
             self.online.reset_noise(self.generator)
             action = self.online.act(env.observe(bar, pos_state))
         r = env.step(action)
-        self.replay.add(bar, pos_state, action, r.reward, r.terminated, r.truncated,
-                        r.next_bar, r.next_pos_state)
+        return (bar, pos_state, action, r.reward, r.terminated, r.truncated, r.next_bar,
+                r.next_pos_state, r.position, r.trades_closed)
+
+    def _store(self, bar: Tensor, pos_state: Tensor, action: Tensor, reward: Tensor,
+               terminated: Tensor, truncated: Tensor, next_bar: Tensor, next_pos_state: Tensor,
+               position: Tensor, trades_closed: Tensor) -> None:
+        self.replay.add(bar, pos_state, action, reward, terminated, truncated, next_bar,
+                        next_pos_state)
         chosen = (action.unsqueeze(-1) == self._action_ids).flatten(1)  # [N, Br * A] one-hot
         self.collect_acc += torch.cat((
             torch.stack((
-                r.reward.double(),
+                reward.double(),
                 self._ones,
-                (r.position == 0).double(),
-                r.trades_closed.double(),
-                r.terminated.double(),
-                r.truncated.double(),
+                (position == 0).double(),
+                trades_closed.double(),
+                terminated.double(),
+                truncated.double(),
             ), dim=1),
             chosen.double(),
         ), dim=1)
@@ -250,8 +269,7 @@ class Learner:
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 
     def _collect_block(self) -> None:
-        for _ in range(self._block):
-            self._collect()
+        self._collect_steps(self._block)
 
     def run_collect(self, steps: int) -> None:
         blocks, rest = divmod(steps, self._block)
