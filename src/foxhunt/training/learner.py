@@ -35,7 +35,8 @@ COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "trunc
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
     "_act_step", "_store", "_sample", "_next_actions", "_target_distributions", "_bootstrap",
-    "_online_forward", "_loss_terms", "_reprioritise", "_apply_gradients", "_accumulate",
+    "_online_forward", "_loss_terms", "_reprioritise", "_track_online", "_apply_gradients",
+    "_accumulate",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -181,14 +182,20 @@ class Learner:
     def _update(self) -> None:
         """One Rainbow update, its independent chains side by side (inline on the CPU):
 
-            main      sample ─ online(s) ──────────┬ loss ┬ backward ─ norm ─ Adam, Polyak ┬ metrics
-            branch 0    └─ online(s') → a* ─┐      │      └─ new priorities, TD p99 ───────┘
-            branch 1    └─ target(s') ──────┴ bootstrap target
+            main      sample ─ online(s) ──────────┬ loss ┬ backward ─ norm ┬ clip, Adam ─ metrics
+            branch 0    └─ online(s') → a* ─┐      │      ├─ new priorities, TD p99 ─┤
+            branch 1    └─ target(s') ──────┴ bootstrap target └─ Polyak ──────────┘
+
+        Polyak moves the target toward the online weights this update was computed with (before
+        Adam's step), which lets it run beside backward instead of after Adam: the target lags
+        the online net by one more update, a negligible change at tau = 0.005.
         """
         side = self._streams
         b, loss = self._forward_loss()
         with side.branch(0):
             td_p99 = self._reprioritise(b.index, loss.td_abs)
+        with side.branch(1):
+            self._track_online()
         self.optimizer.zero_grad(set_to_none=True)
         loss.loss.backward()
         # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
@@ -196,8 +203,8 @@ class Learner:
         with torch.profiler.record_function("foxhunt.grad_norm"):
             grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params],
                                                       foreach=True)
+        side.join()  # Adam writes the weights Polyak reads
         self._apply_gradients(grad_norm)
-        side.join()
         self._accumulate(loss.metrics, grad_norm, td_p99)
 
     def _forward_loss(self) -> tuple[ReplayBatch, LossOutput]:
@@ -253,12 +260,15 @@ class Learner:
         self.replay.update_priorities(index, td_abs)
         return td_abs.float().sort().values[self._p99_index]
 
+    def _track_online(self) -> None:
+        """Polyak: target <- (1 - tau) target + tau online."""
+        self._polyak()
+
     def _apply_gradients(self, grad_norm: Tensor) -> None:
-        """Gradients clipped to grad_clip in total norm, Adam, Polyak."""
+        """Gradients clipped to grad_clip in total norm, then Adam."""
         torch.nn.utils.clip_grads_with_norm_(self._params, self.spec.agent.grad_clip, grad_norm,
                                              foreach=True)
         self.optimizer.step()
-        self._polyak()
 
     def _accumulate(self, metrics: dict[str, Tensor], grad_norm: Tensor, td_p99: Tensor) -> None:
         self.update_acc += torch.stack((
