@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
-#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown]   (no argument: the first three)
+#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks]   (none: first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
+# blocks: the defaults with 8 collect steps per graph, without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -28,6 +29,10 @@ for stage in $STAGES; do
       timeout 240 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --breakdown \
           --modes one_stream compiled_bf16 --out "$OUT/bench_breakdown.json" \
           2> "$OUT/bench_breakdown.err" > /dev/null; tail -8 "$OUT/bench_breakdown.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown)"; exit 2 ;;
+    blocks)
+      timeout 150 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 \
+          --modes compiled_bf16 --out "$OUT/bench_blocks.json" \
+          2> "$OUT/bench_blocks.err" > /dev/null; tail -6 "$OUT/bench_blocks.err" ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks)"; exit 2 ;;
   esac
 done
