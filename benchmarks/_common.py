@@ -160,6 +160,55 @@ def kernel_profile(fn: Callable[[], object], iters: int, device: torch.device) -
     }
 
 
+def kernel_timeline(fn: Callable[[], object], device: torch.device) -> dict[str, Any]:
+    """One call of `fn` as a kernel timeline (also inside a CUDA-graph replay); {} on the CPU.
+
+    Says what bounds a step whose kernels run on several streams: `span_us` is first kernel
+    start to last kernel end, `busy_us` the time at least one kernel runs, `idle_us` the rest
+    (launch gaps and dependency waits), and `streams` each stream's summed kernel time. The
+    kernels are listed in start order with their stream, offset and duration.
+    """
+    if device.type != "cuda":
+        return {}
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        events = json.loads(path.read_text()).get("traceEvents", [])
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    if not kernels:
+        return {"kernels": 0}
+    t0 = kernels[0]["ts"]
+    busy, end = 0.0, t0
+    streams: dict[str, float] = {}
+    for e in kernels:
+        start, stop = e["ts"], e["ts"] + e["dur"]
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+        stream = str(e.get("args", {}).get("stream", "?"))
+        streams[stream] = streams.get(stream, 0.0) + e["dur"]
+    span = end - t0
+    return {
+        "kernels": len(kernels),
+        "span_us": round(span, 1),
+        "busy_us": round(busy, 1),
+        "idle_us": round(span - busy, 1),
+        "streams": {k: round(v, 1) for k, v in streams.items()},
+        "timeline": [{"name": e["name"][:70], "stream": e.get("args", {}).get("stream"),
+                      "start_us": round(e["ts"] - t0, 1), "dur_us": round(e["dur"], 1)}
+                     for e in kernels],
+    }
+
+
 def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
                   prefix: str = "foxhunt.") -> dict[str, float]:
     """Time per call of `fn` spent in each profiler range named `prefix...` and in autograd's

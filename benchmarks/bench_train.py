@@ -46,6 +46,7 @@ from foxhunt.training.walkforward import Window
 from _common import (
     emit,
     kernel_profile,
+    kernel_timeline,
     log,
     range_profile,
     resolve_device,
@@ -97,6 +98,7 @@ class Plan:
     sb3_learning_starts: int
     sb3_learn_steps: int
     sb3_train_steps: int
+    timeline: bool = False
 
 
 PLANS = {
@@ -227,6 +229,8 @@ def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
     out = {**t.summary(), "updates_per_s": round(t.per_s, 1),
            "cuda_graph": learner.update.captured,
            **kernel_profile(learner.update, PROFILE_ITERS, device)}
+    if plan.timeline:
+        out["timeline"] = kernel_timeline(learner.update, device)
     return {**out, "target_met": update_met(out)}
 
 
@@ -247,6 +251,8 @@ def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
         kernel["ms_per_step"] = round(kernel["ms_per_step"] / k, 4)
     out = {**summary, "env_steps_per_s": round(learner.env.n_envs * k * t.per_s),
            "steps_per_graph": k, "cuda_graph": step.captured, **profile}
+    if plan.timeline:
+        out["timeline"] = kernel_timeline(step, device)
     return {**out, "target_met": collect_met(out)}
 
 
@@ -398,6 +404,8 @@ def run(args: argparse.Namespace) -> dict:
     sizes, plan = SIZES[size_name], PLANS[(device.type, size_name)]
     if args.update_iters:
         plan = Plan(**{**asdict(plan), "update_iters": args.update_iters})
+    if args.timeline:
+        plan = replace(plan, timeline=True)
     if args.collect_steps:
         plan = Plan(**{**asdict(plan), "collect_steps": args.collect_steps,
                        "env_steps": args.collect_steps})
@@ -507,6 +515,9 @@ def main(argv: list[str] | None = None) -> None:
                         "on CUDA also one_stream: the defaults without side streams)")
     parser.add_argument("--collect-block", type=int, default=1, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes")
+    parser.add_argument("--timeline", action="store_true",
+                        help="CUDA: also record one update's and one collect step's kernel "
+                        "timeline (streams, offsets, idle time)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also profile the headline mode's update piece by piece")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",

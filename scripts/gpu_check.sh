@@ -26,11 +26,11 @@ for stage in $STAGES; do
           --out "$OUT/bench_backtest.json" 2> "$OUT/bench_backtest.err" > /dev/null
       tail -4 "$OUT/bench_backtest.err" ;;
     breakdown)
-      timeout 240 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --breakdown \
+      timeout 240 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --breakdown --timeline \
           --modes one_stream compiled_bf16 --out "$OUT/bench_breakdown.json" \
           2> "$OUT/bench_breakdown.err" > /dev/null; tail -8 "$OUT/bench_breakdown.err" ;;
     blocks)
-      timeout 150 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 \
+      timeout 150 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 --timeline \
           --modes compiled_bf16 --out "$OUT/bench_blocks.json" \
           2> "$OUT/bench_blocks.err" > /dev/null; tail -6 "$OUT/bench_blocks.err" ;;
     *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks)"; exit 2 ;;
