@@ -209,6 +209,7 @@ def new_learner(sizes: Sizes, setup: MarketSetup, device: torch.device, mode: Mo
     learner = Learner(spec, setup.market, setup.window, setup.groups, device, SEED)
     fill_replay(learner)
     learner.online.train()  # what run_updates() sets before its loop
+    learner.prime()  # and the first staged batch
     return learner
 
 

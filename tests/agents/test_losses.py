@@ -166,3 +166,25 @@ def test_aux_loss_ignores_unlabelled_rows():
     )
     assert none.metrics["aux_loss"] == 0
     torch.testing.assert_close(none.loss, none.metrics["q_loss"])
+
+
+@pytest.mark.parametrize("head", ["c51", "iqn"])
+def test_every_actions_target_then_a_star_equals_a_stars_target(head):
+    """Targets staged for every next action, then a*'s row kept, are double DQN's target exactly:
+    the trainer stages them before a* is known."""
+    from foxhunt.agents.dqn.losses import ACTION_TARGETS, HEADS, take_action
+
+    torch.manual_seed(3)
+    b, br, a, k = 64, 3, 3, 51 if head == "c51" else 16
+    raw = torch.randn(b, br, a, k)
+    next_dist = F.log_softmax(raw, dim=-1) if head == "c51" else raw
+    a_star = torch.randint(0, a, (b, br))
+    returns = torch.randn(b) * 3
+    discounts = torch.where(torch.rand(b) < 0.2, 0.0, 0.99**3)
+    support = torch.linspace(-10, 10, 51) if head == "c51" else None
+    every = ACTION_TARGETS[head](next_dist, returns, discounts, support)
+    assert every.shape == (b, br, a, k) and every.dtype == torch.float32
+    expected = HEADS[head][0](next_dist, a_star, returns, discounts, support)
+    torch.testing.assert_close(take_action(every, a_star), expected, rtol=0, atol=1e-6)
+    if head == "c51":
+        torch.testing.assert_close(every.sum(-1), torch.ones(b, br, a))

@@ -104,11 +104,13 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
             for name, step in steps.items():
                 setattr(lr, name, step)
             torch.cuda.manual_seed(5)
-            batch, out = lr._forward_loss()
+            lr.prime()
+            batch = lr.batch
+            out = lr._forward_loss(batch)
             lr.optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
             grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]
-            results.append((batch.index, out.loss.detach(), out.td_abs, grads))
+            results.append((batch.index.clone(), out.loss.detach(), out.td_abs, grads))
     assert lr.compiled
     (i0, l0, td0, g0), (i1, l1, td1, g1) = results
     assert torch.equal(i0, i1)

@@ -30,6 +30,8 @@ FOLD_BOUNDARY: dict[str, Rule] = {
                    "scale are causal running statistics recomputed from the fold's bars"),
     "env": Rule(Boundary.RESET, "episodes start inside the new training window"),
     "replay": Rule(Boundary.RESET, "transitions from fold k were collected on fold k's bars"),
+    "batch": Rule(Boundary.RESET, "the staged next batch is drawn afresh at the start of every run "
+                  "of updates, from the new fold's replay"),
     "online": Rule(Boundary.REINIT, "weights fitted on fold k have seen bars fold k+1 validates on"),
     "target": Rule(Boundary.REINIT, "a copy of the re-initialised online network"),
     "optimizer": Rule(Boundary.RESET, "Adam moments carry fold k's gradients"),

@@ -59,9 +59,10 @@ class SideStreams:
     backward pass) overlap instead of queueing. Inside a CUDA-graph capture the branches become
     parallel paths of the graph. `branch(k)` starts after everything queued so far on the
     current stream; `wait(k, j)` orders branch k after branch j; `join()` orders the current
-    stream after every branch. Tensors passed between streams must stay referenced until the
-    `join()` that follows their last use (the caching allocator could otherwise hand their memory
-    to another stream early); locals of the step function are.
+    stream after every branch, `join(k)` after branch k only. Tensors passed between streams
+    must stay referenced until the full `join()` that follows their last use (the caching
+    allocator could otherwise hand their memory to another stream early); locals of the step
+    function are.
     """
 
     def __init__(self, device: torch.device, n: int, enabled: bool = True):
@@ -82,10 +83,13 @@ class SideStreams:
         if self.streams:
             self.streams[k].wait_stream(self.streams[j])
 
-    def join(self) -> None:
-        main = torch.cuda.current_stream() if self.streams else None
-        for stream in self.streams:
-            main.wait_stream(stream)
+    def join(self, *branches: int) -> None:
+        """Order the current stream after the given branches (all of them when none given)."""
+        if not self.streams:
+            return
+        main = torch.cuda.current_stream()
+        for k in branches or range(len(self.streams)):
+            main.wait_stream(self.streams[k])
 
 
 class CompiledStep:

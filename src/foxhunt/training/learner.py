@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
 from foxhunt.agents.dqn.losses import (
+    ACTION_TARGETS,
     HEADS,
     greedy_next_actions,
     online_pass,
+    take_action,
     target_distributions,
 )
 from foxhunt.agents.dqn.network import QOutput
@@ -26,7 +29,6 @@ from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
-from foxhunt.replay.prioritized import ReplayBatch
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.graphs import CapturedStep, CompiledStep, SideStreams, check_inductor_options
 from foxhunt.training.walkforward import Window
@@ -34,9 +36,8 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act_step", "_store", "_sample", "_next_actions", "_target_distributions", "_bootstrap",
-    "_online_forward", "_loss_terms", "_reprioritise", "_track_online", "_apply_gradients",
-    "_accumulate",
+    "_act_step", "_store", "_next_actions", "_online_forward", "_loss_terms", "_reprioritise",
+    "_track_online", "_stage", "_adopt", "_apply_gradients", "_accumulate",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -45,6 +46,19 @@ def direction_labels(market: MarketTensors, bar: Tensor) -> Tensor:
     """Next-bar direction for the auxiliary head: 1 up, 0 down, -1 unchanged (ignored)."""
     move = market.close[bar + 1] - market.close[bar]
     return torch.where(move > 0, 1, torch.where(move < 0, 0, -1))
+
+
+class StagedBatch(NamedTuple):
+    """A replay batch with everything its update needs that this update's gradient step does
+    not change, drawn one update ahead (see `Learner._update`)."""
+
+    index: Tensor  # [B] flat replay indices, for the new priorities
+    weight: Tensor  # [B] IS weights
+    action: Tensor  # [B, Br] taken actions
+    obs: Tensor  # [B, obs_dim] at s
+    next_obs: Tensor  # [B, obs_dim] at s' (the online network's a* is picked at update time)
+    labels: Tensor  # [B] next-bar direction labels
+    targets: Tensor  # [B, Br, A, K] every next action's bootstrap target (target network)
 
 
 @dataclass
@@ -99,7 +113,7 @@ class Learner:
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
-        self._bootstrap_fn, self._terms_fn = HEADS[a.head]
+        self._action_targets_fn, self._terms_fn = ACTION_TARGETS[a.head], HEADS[a.head][1]
         self._support = self.online.support if a.head == "c51" else None
         self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
@@ -126,6 +140,7 @@ class Learner:
         self._block = t.collect_steps_per_graph if graphs else 1
         self.collect_block = CapturedStep(self._collect_block, graphs and self._block > 1)
         self.update = CapturedStep(self._update, graphs)
+        self.batch: StagedBatch | None = None  # the next update's batch (see `prime`)
         self.transitions = 0
 
     @property
@@ -180,22 +195,33 @@ class Learner:
         ), dim=1)
 
     def _update(self) -> None:
-        """One Rainbow update, its independent chains side by side (inline on the CPU):
+        """One Rainbow update on `self.batch`, which the previous update staged; it stages the
+        next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      sample ─ online(s) ──────────┬ loss ┬ backward ─ norm ┬ clip, Adam ─ metrics
-            branch 0    └─ online(s') → a* ─┐      │      ├─ new priorities, TD p99 ─┤
-            branch 1    └─ target(s') ──────┴ bootstrap target └─ Polyak ──────────┘
+            main      online(s) ─┬ loss ┬ backward ─ norm ──┬ clip, Adam ──────────────┐
+            branch 0  a* ────────┘      ├ new priorities ┬ next batch, target(s') ┴ adopt, metrics
+            branch 1                    └ Polyak ────────┴──┘
 
-        Polyak moves the target toward the online weights this update was computed with (before
-        Adam's step), which lets it run beside backward instead of after Adam: the target lags
-        the online net by one more update, a negligible change at tau = 0.005.
+        What moves ahead is what the gradient step cannot change: the next batch (drawn after
+        the new priorities are written, so from the same distribution as without staging) and
+        the target network's pass on it (the target is Polyak-updated toward the online weights
+        this update starts from, before Adam's step, so it needs nothing from the step: the
+        target lags the online net by one more update, a negligible change at tau = 0.005).
+        Only the online network's a* at s' waits for the new weights.
         """
+        batch = self.batch
+        if batch is None:
+            raise RuntimeError("Learner.update() before prime(): stage the first batch of a run "
+                               "of updates with prime() (run_updates does)")
         side = self._streams
-        b, loss = self._forward_loss()
+        loss = self._forward_loss(batch)
         with side.branch(0):
-            td_p99 = self._reprioritise(b.index, loss.td_abs)
+            td_p99 = self._reprioritise(batch.index, loss.td_abs)
         with side.branch(1):
             self._track_online()
+        with side.branch(0):
+            side.wait(0, 1)  # the target pass reads the Polyak-updated weights
+            staged = self._stage()
         self.optimizer.zero_grad(set_to_none=True)
         loss.loss.backward()
         # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
@@ -203,66 +229,78 @@ class Learner:
         with torch.profiler.record_function("foxhunt.grad_norm"):
             grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params],
                                                       foreach=True)
-        side.join()  # Adam writes the weights Polyak reads
+        with side.branch(0):  # after backward, which reads this batch and the online noise
+            self._adopt(*staged)
+            self._accumulate(loss.metrics, grad_norm, td_p99)
+        side.join(1)  # Adam writes the weights Polyak reads
         self._apply_gradients(grad_norm)
-        self._accumulate(loss.metrics, grad_norm, td_p99)
-
-    def _forward_loss(self) -> tuple[ReplayBatch, LossOutput]:
-        """The update up to its loss: sample, then the three forward chains, then the terms."""
-        side = self._streams
-        b, obs, next_obs, labels = self._sample()
-        with side.branch(0):
-            next_actions = self._next_actions(next_obs)
-        with side.branch(1):
-            next_dist = self._target_distributions(next_obs)
-            side.wait(1, 0)
-            target = self._bootstrap(next_dist, next_actions, b.ret, b.discount)
-        out = self._online_forward(obs)
         side.join()
-        return b, self._loss_terms(out, b.action, target, b.weight, labels)
+
+    def _forward_loss(self, batch: StagedBatch) -> LossOutput:
+        """The loss on `batch`: a* at s' beside the online pass at s, then the terms."""
+        side = self._streams
+        with side.branch(0):
+            next_actions = self._next_actions(batch.next_obs)
+        out = self._online_forward(batch.obs)
+        side.join(0)
+        return self._loss_terms(out, batch.action, batch.targets, next_actions, batch.weight,
+                                batch.labels)
+
+    def prime(self) -> None:
+        """Stage the first batch of a run of updates (`run_updates` does; call it before calling
+        `update()` directly). A batch staged before a collect phase is stale, so every run of
+        updates starts with a fresh one."""
+        with float32_matmul_precision(self.spec.train.matmul_precision):
+            staged = self._stage()
+            if self.batch is None:
+                self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
+            self._adopt(*staged)
 
     # The compiled pieces of an update, in the order `_update` runs them.
-
-    def _sample(self) -> tuple[ReplayBatch, Tensor, Tensor, Tensor]:
-        """PER batch, its observations at s and s' re-gathered, direction labels; fresh noise in
-        the online network (the target's is drawn on its own branch)."""
-        b, env = self.replay.sample(self.spec.train.batch_size), self.env
-        self.online.reset_noise(self.generator)
-        obs = env.observe(b.bar, b.pos_state)
-        next_obs = env.observe(b.next_bar, b.next_pos_state)
-        return b, obs, next_obs, direction_labels(self.market, b.bar)
 
     def _next_actions(self, next_obs: Tensor) -> Tensor:
         with self._autocast():
             return greedy_next_actions(self.online, next_obs)
 
-    def _target_distributions(self, next_obs: Tensor) -> Tensor:
-        self.target.reset_noise(self.generator)
-        with self._autocast():
-            return target_distributions(self.target, next_obs, self.spec.agent)
-
-    def _bootstrap(self, next_dist: Tensor, next_actions: Tensor, ret: Tensor,
-                   discount: Tensor) -> Tensor:
-        return self._bootstrap_fn(next_dist, next_actions, ret, discount, self._support)
+    def _track_online(self) -> None:
+        """Polyak: target <- (1 - tau) target + tau online."""
+        self._polyak()
 
     def _online_forward(self, obs: Tensor) -> QOutput:
         with self._autocast():
             return online_pass(self.online, obs, self.spec.agent)
 
-    def _loss_terms(self, out: QOutput, action: Tensor, target: Tensor, weight: Tensor,
-                    labels: Tensor) -> LossOutput:
+    def _loss_terms(self, out: QOutput, action: Tensor, targets: Tensor, next_actions: Tensor,
+                    weight: Tensor, labels: Tensor) -> LossOutput:
+        """Double DQN: the staged targets of every next action, a*'s kept per branch."""
         with self._autocast():
-            return self._terms_fn(out, action, target, weight, labels, self.spec.agent,
-                                  self._support)
+            return self._terms_fn(out, action, take_action(targets, next_actions), weight,
+                                  labels, self.spec.agent, self._support)
 
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
         """New priorities for the sampled transitions; returns the batch's TD-error p99."""
         self.replay.update_priorities(index, td_abs)
         return td_abs.float().sort().values[self._p99_index]
 
-    def _track_online(self) -> None:
-        """Polyak: target <- (1 - tau) target + tau online."""
-        self._polyak()
+    def _stage(self) -> StagedBatch:
+        """The next PER batch, its observations at s and s' re-gathered, direction labels, and
+        the target network's pass at s' with fresh noise: every next action's bootstrap target."""
+        b, env = self.replay.sample(self.spec.train.batch_size), self.env
+        obs = env.observe(b.bar, b.pos_state)
+        next_obs = env.observe(b.next_bar, b.next_pos_state)
+        self.target.reset_noise(self.generator)
+        with self._autocast():
+            next_dist = target_distributions(self.target, next_obs, self.spec.agent)
+        targets = self._action_targets_fn(next_dist, b.ret, b.discount, self._support)
+        return StagedBatch(b.index, b.weight, b.action, obs, next_obs,
+                           direction_labels(self.market, b.bar), targets)
+
+    def _adopt(self, *staged: Tensor) -> None:
+        """The staged batch becomes `self.batch` (copied: an update's graph reads fixed
+        addresses), and the online network draws its noise for that batch's update."""
+        for dst, src in zip(self.batch, staged, strict=True):
+            dst.copy_(src)
+        self.online.reset_noise(self.generator)
 
     def _apply_gradients(self, grad_norm: Tensor) -> None:
         """Gradients clipped to grad_clip in total norm, then Adam."""
@@ -296,6 +334,7 @@ class Learner:
 
     def run_updates(self, n: int) -> None:
         self.online.train()
+        self.prime()
         with float32_matmul_precision(self.spec.train.matmul_precision):
             for _ in range(n):
                 self.update()

@@ -10,7 +10,8 @@ the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target ne
 Each loss is also available in the pieces it is made of, so that a trainer can run the
 independent ones side by side (on separate CUDA streams): `greedy_next_actions` (online net at
 s'), `target_distributions` (target net at s'), `online_pass` (online net at s), the head's
-bootstrap target (`c51_target`, `iqn_target`: a* valued by the target net) and its loss terms
+bootstrap target (`c51_target`, `iqn_target`: a* valued by the target net; or every next
+action's, `c51_action_targets` and `iqn_action_targets`, which need no a*) and its loss terms
 (`c51_terms`, `iqn_terms`) on the online pass. `c51_loss` and `iqn_loss` are those pieces in
 sequence.
 """
@@ -98,11 +99,22 @@ def _finish(
 
 
 @torch.no_grad()
+def c51_action_targets(
+    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> Tensor:
+    """Every next action's target distribution shifted to r + discount * z and projected onto
+    the support, [B, Br, A, atoms] float32; next_dist [B, Br, A, atoms] are the target
+    network's log-probs. Double DQN then keeps a*'s row (`take_action`): the projection is
+    per row, so projecting first gives a*'s target exactly, and it needs no a*."""
+    return project_distribution(next_dist.float().exp(), returns[:, None, None],
+                                discounts[:, None, None], support)
+
+
+@torch.no_grad()
 def c51_target(
     next_dist: Tensor, next_actions: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
 ) -> Tensor:
-    """The target distribution of a* shifted to r + discount * z and projected onto the support,
-    [B, Br, atoms] float32; next_dist [B, Br, A, atoms] are the target network's log-probs."""
+    """a*'s projected target distribution per branch, [B, Br, atoms] float32."""
     next_p = take_action(next_dist, next_actions).float().exp()
     return project_distribution(next_p, returns[:, None], discounts[:, None], support)
 
@@ -153,6 +165,15 @@ def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
     abs_td = td.abs()
     huber = torch.where(abs_td <= kappa, 0.5 * td.square(), kappa * (abs_td - 0.5 * kappa))
     return (taus - (td.detach() < 0).to(td.dtype)).abs() * huber / kappa
+
+
+@torch.no_grad()
+def iqn_action_targets(
+    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor | None
+) -> Tensor:
+    """r + discount * Z_target(s', a) for every next action at the target's N' taus,
+    [B, Br, A, N'] float32 (`support` is unused: the signature matches `c51_action_targets`)."""
+    return returns[:, None, None, None] + discounts[:, None, None, None] * next_dist.float()
 
 
 @torch.no_grad()
@@ -245,3 +266,6 @@ def _in_sequence(
 
 HEADS = {"c51": (c51_target, c51_terms), "iqn": (iqn_target, iqn_terms)}
 """Per head: (bootstrap target from the target network's distributions, loss terms)."""
+
+ACTION_TARGETS = {"c51": c51_action_targets, "iqn": iqn_action_targets}
+"""Per head: the bootstrap target of every next action (`take_action` by a* gives HEADS[0]'s)."""
