@@ -26,7 +26,7 @@ from torch import Tensor
 
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
-from foxhunt.agents.dqn.projection import project_distribution
+from foxhunt.agents.dqn.projection import project_per_sample
 
 
 class LossOutput(NamedTuple):
@@ -106,8 +106,7 @@ def c51_action_targets(
     the support, [B, Br, A, atoms] float32; next_dist [B, Br, A, atoms] are the target
     network's log-probs. Double DQN then keeps a*'s row (`take_action`): the projection is
     per row, so projecting first gives a*'s target exactly, and it needs no a*."""
-    return project_distribution(next_dist.float().exp(), returns[:, None, None],
-                                discounts[:, None, None], support)
+    return project_per_sample(next_dist.float().exp(), returns, discounts, support)
 
 
 @torch.no_grad()
@@ -116,7 +115,7 @@ def c51_target(
 ) -> Tensor:
     """a*'s projected target distribution per branch, [B, Br, atoms] float32."""
     next_p = take_action(next_dist, next_actions).float().exp()
-    return project_distribution(next_p, returns[:, None], discounts[:, None], support)
+    return project_per_sample(next_p, returns, discounts, support)
 
 
 def c51_terms(

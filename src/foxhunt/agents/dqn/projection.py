@@ -14,6 +14,18 @@ import torch
 from torch import Tensor
 
 
+def projection_weights(returns: Tensor, discounts: Tensor, support: Tensor) -> Tensor:
+    """hat[..., i, j] = max(0, 1 - |b_i - j|): the share of source atom i that lands on atom j,
+    [..., atoms, atoms] for returns and discounts of shape [...]."""
+    atoms = support.shape[-1]
+    v_min, v_max = support[0], support[-1]
+    dz = (v_max - v_min) / (atoms - 1)
+    tz = returns.unsqueeze(-1) + discounts.unsqueeze(-1) * support
+    b = (tz.clamp(v_min, v_max) - v_min) / dz
+    j = torch.arange(atoms, device=support.device, dtype=b.dtype)
+    return (1.0 - (b.unsqueeze(-1) - j).abs()).clamp(min=0.0)
+
+
 def project_distribution(
     next_probs: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
 ) -> Tensor:
@@ -23,11 +35,25 @@ def project_distribution(
     (e.g. [B] with [B, atoms], or [B, 1] with [B, branches, atoms]); support [atoms].
     Returns [..., atoms], each row summing to the row sum of `next_probs`.
     """
-    atoms = support.shape[-1]
-    v_min, v_max = support[0], support[-1]
-    dz = (v_max - v_min) / (atoms - 1)
-    tz = returns.unsqueeze(-1) + discounts.unsqueeze(-1) * support
-    b = (tz.clamp(v_min, v_max) - v_min) / dz
-    j = torch.arange(atoms, device=support.device, dtype=b.dtype)
-    hat = (1.0 - (b.unsqueeze(-1) - j).abs()).clamp(min=0.0)
+    hat = projection_weights(returns, discounts, support)
     return (next_probs.unsqueeze(-1) * hat).sum(dim=-2)
+
+
+def project_per_sample(
+    next_probs: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> Tensor:
+    """`project_distribution` for next_probs [B, ..., atoms] (float32) whose distributions share
+    their sample's return and discount ([B] each): the weights are built once per sample.
+
+    On the CPU the sum is a batched matmul (exact float32 there, and no [B, ..., atoms, atoms]
+    temporary); on CUDA it stays multiply-and-sum, which compiles to one fused reduction and can
+    never become a TF32 or bf16 matmul.
+    """
+    batch, atoms = next_probs.shape[0], next_probs.shape[-1]
+    hat = projection_weights(returns, discounts, support)  # [B, atoms, atoms]
+    flat = next_probs.reshape(batch, -1, atoms)
+    if next_probs.is_cuda:
+        out = (flat.unsqueeze(-1) * hat.unsqueeze(1)).sum(dim=-2)
+    else:
+        out = torch.bmm(flat, hat)
+    return out.reshape(next_probs.shape)
