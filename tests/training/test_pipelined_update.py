@@ -1,0 +1,64 @@
+"""An update trains on the batch the previous update staged, and stages the next one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from foxhunt.training.trainer import WalkForwardTrainer
+
+from .builders import instrument, pipeline, synth, tiny_spec
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def learner(tmp_path):
+    market = synth(3_000, 0.3, seed=11)
+    trainer = WalkForwardTrainer(tiny_spec(), market.bars, pipeline(), instrument(), tmp_path, CPU)
+    lr = trainer.start_fold(trainer.folds[0]).learner
+    lr.run_collect(8)
+    lr.online.train()
+    return lr
+
+
+def test_an_update_before_prime_is_a_clear_error(learner):
+    with pytest.raises(RuntimeError, match="prime"):
+        learner.update()
+
+
+def test_the_update_trains_on_the_staged_batch_and_stages_a_fresh_one(learner):
+    learner.prime()
+    staged = learner.batch.index.clone()
+    before = learner.replay.priority_alpha.clone()
+    learner.update()
+    after = learner.replay.priority_alpha
+    changed = torch.nonzero(after != before).squeeze(1)
+    assert set(changed.tolist()) <= set(staged.tolist()) and changed.numel() > 0
+    assert not torch.equal(learner.batch.index, staged)  # the next batch is staged in place
+
+
+def test_polyak_moves_the_target_toward_the_weights_the_update_started_from(learner):
+    tau = learner.spec.agent.tau
+    learner.prime()
+    online0 = {k: v.clone() for k, v in learner.online.state_dict().items()}
+    target0 = {k: v.clone() for k, v in learner.target.state_dict().items()}
+    learner.update()
+    online1 = learner.online.state_dict()
+    for name, p in learner.target.named_parameters():
+        assert not torch.equal(online1[name], online0[name]), f"{name}: Adam took no step"
+        torch.testing.assert_close(p, (1 - tau) * target0[name] + tau * online0[name],
+                                   rtol=0, atol=1e-7, msg=name)
+
+
+def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(learner):
+    learner.run_updates(2)  # leaves a batch staged from the replay as it was
+    replay = learner.replay
+    replay.priority_alpha.zero_()  # nothing stored so far can be drawn any more
+    newest = replay.size * replay.n_envs
+    learner.run_collect(1)  # new transitions arrive at the max priority
+    fresh = set(range(newest, newest + learner.env.n_envs))
+    before = replay.priority_alpha.clone()
+    learner.run_updates(1)
+    trained_on = torch.nonzero(replay.priority_alpha != before).squeeze(1)
+    assert trained_on.numel() > 0 and set(trained_on.tolist()) <= fresh
