@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import torch
@@ -335,6 +336,8 @@ SKIPPED_GRAPHS = {"skipped": "CUDA graphs need a CUDA device"}
 def headline(measured: dict, mode: str, keys: tuple[str, ...], target: dict) -> dict:
     """The measurement the targets are judged on, lifted to the top of its section."""
     chosen = measured[mode]
+    if "error" in chosen:
+        return {"headline": mode, "error": chosen["error"], "target_met": False}
     return {"headline": mode, **{k: chosen[k] for k in keys},
             "target": {**target, "on": TARGET_DEVICE}, "target_met": chosen["target_met"]}
 
@@ -342,6 +345,8 @@ def headline(measured: dict, mode: str, keys: tuple[str, ...], target: dict) -> 
 def sb3_ratio(sb3: dict, foxhunt_updates_per_s: float) -> dict:
     if "skipped" in sb3:
         return sb3
+    if foxhunt_updates_per_s is None:
+        return {**sb3, "ratio_train_only": None}
     ratio = foxhunt_updates_per_s / sb3["train_only"]["updates_per_s"]
     return {
         **sb3,
@@ -355,6 +360,17 @@ def sb3_ratio(sb3: dict, foxhunt_updates_per_s: float) -> dict:
     }
 
 
+def attempt(what: str, measure: Callable[[], dict]) -> dict:
+    """`measure()`, or {"error": ...} when it raises: a compiler or capture failure in one
+    measurement is reported in the JSON, and the others still run."""
+    try:
+        return measure()
+    except Exception as exc:  # noqa: BLE001
+        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        log(f"{what}: failed ({error})")
+        return {"error": error}
+
+
 def measure_mode(
     mode: Mode, sizes: Sizes, setup: MarketSetup, plan: Plan, device: torch.device
 ) -> tuple[dict, dict | None, dict]:
@@ -366,11 +382,13 @@ def measure_mode(
                         "nbytes": learner.replay.nbytes()}}
     with float32_matmul_precision(learner.spec.train.matmul_precision):  # as run_updates does
         log(f"{mode.name}: {plan.update_iters} updates")
-        update = measure_update(learner, plan, device)
-        log(f"{mode.name}: update median {update['median_ms']} ms")
+        update = attempt(f"{mode.name} update", lambda: measure_update(learner, plan, device))
+        if "error" not in update:
+            log(f"{mode.name}: update median {update['median_ms']} ms")
         log(f"{mode.name}: {plan.collect_steps} collect steps")
-        collect = measure_collect(learner, plan, device)
-        log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
+        collect = attempt(f"{mode.name} collect", lambda: measure_collect(learner, plan, device))
+        if "error" not in collect:
+            log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
     del learner
     gc.collect()
     if device.type == "cuda":
@@ -465,7 +483,7 @@ def run(args: argparse.Namespace) -> dict:
         sb3: dict = {"skipped": "--skip-sb3"}
     else:
         sb3 = sb3_ratio(measure_sb3(setup, env_config, sizes, plan, device),
-                        update_headline["updates_per_s"])
+                        update_headline.get("updates_per_s"))
     update = {**updates, **update_headline}
     if args.breakdown:
         update["breakdown"] = measure_breakdown(

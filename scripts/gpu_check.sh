@@ -2,7 +2,7 @@
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
 #   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks]   (none: first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
-# blocks: the defaults with 8 collect steps per graph, without SB3.
+# blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -30,7 +30,7 @@ for stage in $STAGES; do
           --modes one_stream compiled_bf16 --out "$OUT/bench_breakdown.json" \
           2> "$OUT/bench_breakdown.err" > /dev/null; tail -8 "$OUT/bench_breakdown.err" ;;
     blocks)
-      timeout 150 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 --timeline \
+      timeout 200 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 --timeline --breakdown \
           --modes compiled_bf16 --out "$OUT/bench_blocks.json" \
           2> "$OUT/bench_blocks.err" > /dev/null; tail -6 "$OUT/bench_blocks.err" ;;
     *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks)"; exit 2 ;;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from foxhunt.training.graphs import SideStreams
@@ -26,3 +27,21 @@ def test_off_cuda_the_branches_run_inline_in_program_order():
 
 def test_disabled_side_streams_run_inline_on_cuda_too():
     assert SideStreams(torch.device("cuda"), 2, enabled=False).streams == []
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_graph_that_enters_one_branch_joins_only_that_branch():
+    """A capture may use fewer branches than exist (a collect step uses one of the update's
+    two): waiting on a stream that took no part in the capture would invalidate it."""
+    side = SideStreams(torch.device("cuda"), 2)
+    x = torch.zeros(4, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        with side.branch(0):
+            x.add_(1)
+        side.join()
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert x.tolist() == [2.0] * 4

@@ -68,6 +68,9 @@ class SideStreams:
     def __init__(self, device: torch.device, n: int, enabled: bool = True):
         on = enabled and device.type == "cuda"
         self.streams = [torch.cuda.Stream(device) for _ in range(n)] if on else []
+        # Branches entered since the last full join. Only those may be joined: inside a graph
+        # capture, waiting on a stream that took no part in it is an error.
+        self._open: set[int] = set()
 
     @contextmanager
     def branch(self, k: int) -> Iterator[None]:
@@ -76,20 +79,27 @@ class SideStreams:
             return
         stream = self.streams[k]
         stream.wait_stream(torch.cuda.current_stream())
+        self._open.add(k)
         with torch.cuda.stream(stream):
             yield
 
     def wait(self, k: int, j: int) -> None:
         if self.streams:
+            if j not in self._open:
+                raise RuntimeError(f"SideStreams.wait({k}, {j}): branch {j} was not entered")
             self.streams[k].wait_stream(self.streams[j])
 
     def join(self, *branches: int) -> None:
-        """Order the current stream after the given branches (all of them when none given)."""
+        """Order the current stream after the given branches (all entered ones when none are
+        given; that full join closes them)."""
         if not self.streams:
             return
         main = torch.cuda.current_stream()
-        for k in branches or range(len(self.streams)):
-            main.wait_stream(self.streams[k])
+        for k in branches or sorted(self._open):
+            if k in self._open:
+                main.wait_stream(self.streams[k])
+        if not branches:
+            self._open.clear()
 
 
 class CompiledStep:

@@ -198,15 +198,18 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      online(s) ─┬ loss ┬ backward ─ norm ──┬ clip, Adam ──────────────┐
-            branch 0  a* ────────┘      ├ new priorities ┬ next batch, target(s') ┴ adopt, metrics
-            branch 1                    └ Polyak ────────┴──┘
+            main      online(s) ─┬ loss ─ backward ─ norm ─┬──────┬ clip, Adam ┐
+            branch 0  a* ────────┘    └ new priorities ─────┴ adopt, metrics ──┤
+            branch 1  Polyak, next batch, target(s') ─┴──────────────────────────┘
 
-        What moves ahead is what the gradient step cannot change: the next batch (drawn after
-        the new priorities are written, so from the same distribution as without staging) and
-        the target network's pass on it (the target is Polyak-updated toward the online weights
-        this update starts from, before Adam's step, so it needs nothing from the step: the
-        target lags the online net by one more update, a negligible change at tau = 0.005).
+        What moves ahead is what the gradient step cannot change, so it runs beside this
+        update's passes from the start:
+        - the next batch, drawn from the priorities as they stand when this update starts (this
+          batch's new priorities are written after it is drawn: its transitions keep their old
+          priority for one more draw, out of a replay of up to millions);
+        - the target network's pass on it, for every next action. Polyak first moves the target
+          toward the online weights this update starts from (before Adam's step): the target
+          lags the online net by one more update, a negligible change at tau = 0.005.
         Only the online network's a* at s' waits for the new weights.
         """
         batch = self.batch
@@ -214,14 +217,13 @@ class Learner:
             raise RuntimeError("Learner.update() before prime(): stage the first batch of a run "
                                "of updates with prime() (run_updates does)")
         side = self._streams
-        loss = self._forward_loss(batch)
-        with side.branch(0):
-            td_p99 = self._reprioritise(batch.index, loss.td_abs)
         with side.branch(1):
             self._track_online()
-        with side.branch(0):
-            side.wait(0, 1)  # the target pass reads the Polyak-updated weights
             staged = self._stage()
+        loss = self._forward_loss(batch)
+        with side.branch(0):
+            side.wait(0, 1)  # the next batch is drawn before these priorities change
+            td_p99 = self._reprioritise(batch.index, loss.td_abs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.loss.backward()
         # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
