@@ -237,11 +237,20 @@ def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
 
 
 def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
-    """Per env step; with `train.collect_steps_per_graph` k > 1 each timed call is a k-step
-    block, and its times and kernel counts are divided by k."""
+    """Per env step. With `train.collect_steps_per_graph` k > 1 each timed call is a k-step
+    block, its times and kernel counts are divided by k, and the one-step graph is measured
+    too (`single_step`), for the comparison."""
     k = learner.spec.train.collect_steps_per_graph if learner.collect_block.enabled else 1
-    step = learner.collect_block if k > 1 else learner.collect
-    t = time_steps(step, max(1, plan.collect_steps // k), max(1, plan.warmup // k), device)
+    if k == 1:
+        return collect_figures(learner.collect, 1, learner, plan, device)
+    out = collect_figures(learner.collect_block, k, learner, plan, device)
+    return {**out, "single_step": collect_figures(learner.collect, 1, learner, plan, device)}
+
+
+def collect_figures(step: CapturedStep, k: int, learner: Learner, plan: Plan,
+                    device: torch.device) -> dict:
+    # CapturedStep captures on its 4th call: the warm-up must cover it.
+    t = time_steps(step, max(1, plan.collect_steps // k), max(4, plan.warmup // k), device)
     summary = {key: (round(v / k, 4) if key.endswith("_ms") else v)
                for key, v in t.summary().items()}
     profile = kernel_profile(step, PROFILE_ITERS, device)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
-#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks]   (none: first three)
+#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline]
+#   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
+# headline: the defaults only, 8 collect steps per graph (and 1), kernel timelines, the SB3 peer.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -33,6 +35,10 @@ for stage in $STAGES; do
       timeout 200 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-block 8 --timeline --breakdown \
           --modes compiled_bf16 --out "$OUT/bench_blocks.json" \
           2> "$OUT/bench_blocks.err" > /dev/null; tail -6 "$OUT/bench_blocks.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks)"; exit 2 ;;
+    headline)
+      timeout 300 python3 benchmarks/bench_train.py --device cuda --modes compiled_bf16 \
+          --collect-block 8 --timeline --out "$OUT/bench_headline.json" \
+          2> "$OUT/bench_headline.err" > /dev/null; tail -12 "$OUT/bench_headline.err" ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline)"; exit 2 ;;
   esac
 done

@@ -58,8 +58,9 @@ class SideStreams:
     (the target network's pass beside the online network's, the priority write-back beside the
     backward pass) overlap instead of queueing. Inside a CUDA-graph capture the branches become
     parallel paths of the graph. `branch(k)` starts after everything queued so far on the
-    current stream; `wait(k, j)` orders branch k after branch j; `join()` orders the current
-    stream after every branch, `join(k)` after branch k only. Tensors passed between streams
+    current stream, `branch(k, after=mark)` after an earlier `mark()` of it; `wait(k, j)` orders
+    branch k after branch j; `join()` orders the current stream after every branch, `join(k)`
+    after branch k only. Tensors passed between streams
     must stay referenced until the full `join()` that follows their last use (the caching
     allocator could otherwise hand their memory to another stream early); locals of the step
     function are.
@@ -72,13 +73,24 @@ class SideStreams:
         # capture, waiting on a stream that took no part in it is an error.
         self._open: set[int] = set()
 
+    def mark(self) -> torch.cuda.Event | None:
+        """A point on the current stream that a later `branch(k, after=...)` can start from."""
+        if not self.streams:
+            return None
+        return torch.cuda.current_stream().record_event()
+
     @contextmanager
-    def branch(self, k: int) -> Iterator[None]:
+    def branch(self, k: int, after: torch.cuda.Event | None = None) -> Iterator[None]:
+        """Run the block on branch k, after everything queued so far on the current stream, or
+        only after the `mark()` given as `after`."""
         if not self.streams:
             yield
             return
         stream = self.streams[k]
-        stream.wait_stream(torch.cuda.current_stream())
+        if after is None:
+            stream.wait_stream(torch.cuda.current_stream())
+        else:
+            stream.wait_event(after)
         self._open.add(k)
         with torch.cuda.stream(stream):
             yield

@@ -143,7 +143,7 @@ class DuelingBranches(nn.Module):
 
     def logits(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
         """The streams' raw outputs: (value [..., out] or None, advantages [..., Br, A, out])."""
-        h = F.relu(self.hidden(x))  # [..., Br (+1), hidden]
+        h = self.hidden(x, relu=True)  # [..., Br (+1), hidden]
         adv = self.advantage(h[..., : self.n_branches, :])
         adv = adv.unflatten(-1, (self.n_actions, self.out_dim))
         if self.value is None:

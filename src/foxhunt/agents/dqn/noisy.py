@@ -38,6 +38,18 @@ def noisy_weight(mu: Tensor, sigma: Tensor, eps_out: Tensor, eps_in: Tensor) -> 
     return torch.addcmul(mu, sigma, eps_out.unsqueeze(-1) * eps_in.unsqueeze(-2))
 
 
+def _linear_relu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """relu(x W^T + b) as one matmul with a bias-and-ReLU epilogue (cuBLASLt on CUDA); no
+    autograd. Under autocast the operands are cast as `F.linear` would cast them."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+    flat = x.reshape(-1, x.shape[-1])
+    y = torch._addmm_activation(bias, flat, weight.t(), use_gelu=False)
+    return y.reshape(*x.shape[:-1], weight.shape[0])
+
+
 class NoisyLinear(nn.Module):
     """y = (mu_w + sigma_w * eps_out eps_in^T) x + mu_b + sigma_b * eps_out; eval() uses mu only."""
 
@@ -128,19 +140,31 @@ class GroupedLinear(nn.Module):
         weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
         return weight, torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, relu: bool = False) -> Tensor:
+        """The groups' outputs, with `relu` applied when asked (fused into the matmul's epilogue
+        where that is possible: a shared input without autograd)."""
         weight, bias = self.weight_and_bias()
         g, out, i = weight.shape
         if self.out_pad:
             weight, bias = F.pad(weight, (0, 0, 0, self.out_pad)), F.pad(bias, (0, self.out_pad))
         o = out + self.out_pad
         if self.shared_input:
-            y = F.linear(x, weight.reshape(g * o, i), bias.reshape(g * o)).unflatten(-1, (g, o))
+            w2, b2 = weight.reshape(g * o, i), bias.reshape(g * o)
+            if relu and not torch.is_grad_enabled():
+                y = _linear_relu(x, w2, b2)
+            else:
+                y = F.linear(x, w2, b2)
+                y = F.relu(y) if relu else y
+            y = y.unflatten(-1, (g, o))
         else:
+            # bmm, then the bias: baddbmm would first copy the broadcast bias into its output
+            # (a pass over the whole output); an add fuses into whatever reads the result.
             lead = x.shape[:-2]
             per_group = x.reshape(-1, g, i).transpose(0, 1)  # [g, N, in]
-            y = torch.baddbmm(bias.unsqueeze(1), per_group, weight.transpose(1, 2))  # [g, N, o]
+            y = torch.bmm(per_group, weight.transpose(1, 2))  # [g, N, o]
+            y = y + bias.unsqueeze(1).to(y.dtype)  # in bf16 under autocast, as baddbmm was
             y = y.transpose(0, 1).reshape(*lead, g, o)
+            y = F.relu(y) if relu else y
         return y[..., :out] if self.out_pad else y
 
     def extra_repr(self) -> str:
