@@ -123,7 +123,7 @@ class Mode:
     autocast: str = "off"
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
-    collect_steps_per_graph: int = 1
+    collect_steps_per_graph: int | None = None  # None: the trainer's default
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -146,16 +146,17 @@ ON_REQUEST = [Mode("one_stream", cuda_graphs=True, compile=True, autocast="bf16"
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
-    options = {} if mode.compile_options is None else {
+    options: dict = {} if mode.compile_options is None else {
         "compile_options": dict(mode.compile_options)}
+    if mode.collect_steps_per_graph is not None:
+        options["collect_steps_per_graph"] = mode.collect_steps_per_graph
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          autocast=mode.autocast, side_streams=mode.side_streams,
-                          collect_steps_per_graph=mode.collect_steps_per_graph, seed=SEED,
+                          autocast=mode.autocast, side_streams=mode.side_streams, seed=SEED,
                           **options),
     )
 
@@ -369,11 +370,11 @@ def sb3_ratio(sb3: dict, foxhunt_updates_per_s: float) -> dict:
     }
 
 
-def attempt(what: str, measure: Callable[[], dict]) -> dict:
-    """`measure()`, or {"error": ...} when it raises: a compiler or capture failure in one
+def attempt(what: str, measure: Callable[..., dict], *args: object) -> dict:
+    """`measure(*args)`, or {"error": ...} when it raises: a compiler or capture failure in one
     measurement is reported in the JSON, and the others still run."""
     try:
-        return measure()
+        return measure(*args)
     except Exception as exc:  # noqa: BLE001
         error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         log(f"{what}: failed ({error})")
@@ -391,11 +392,11 @@ def measure_mode(
                         "nbytes": learner.replay.nbytes()}}
     with float32_matmul_precision(learner.spec.train.matmul_precision):  # as run_updates does
         log(f"{mode.name}: {plan.update_iters} updates")
-        update = attempt(f"{mode.name} update", lambda: measure_update(learner, plan, device))
+        update = attempt(f"{mode.name} update", measure_update, learner, plan, device)
         if "error" not in update:
             log(f"{mode.name}: update median {update['median_ms']} ms")
         log(f"{mode.name}: {plan.collect_steps} collect steps")
-        collect = attempt(f"{mode.name} collect", lambda: measure_collect(learner, plan, device))
+        collect = attempt(f"{mode.name} collect", measure_collect, learner, plan, device)
         if "error" not in collect:
             log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
     del learner
@@ -450,7 +451,7 @@ def run(args: argparse.Namespace) -> dict:
         options = tuple((key, json.loads(value)) for key, _, value in
                         (option.partition("=") for option in args.inductor if option != "none"))
         all_modes = [replace(m, compile_options=options) if m.compile else m for m in all_modes]
-    if args.collect_block > 1:
+    if args.collect_block:
         all_modes = [replace(m, collect_steps_per_graph=args.collect_block) if m.cuda_graphs
                      else m for m in all_modes]
     env_config = training_spec(sizes, device, all_modes[0]).env
@@ -541,8 +542,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
                         "on CUDA also one_stream: the defaults without side streams)")
-    parser.add_argument("--collect-block", type=int, default=1, metavar="K",
-                        help="train.collect_steps_per_graph for the graphed modes")
+    parser.add_argument("--collect-block", type=int, metavar="K",
+                        help="train.collect_steps_per_graph for the graphed modes (default: "
+                        "the trainer's)")
     parser.add_argument("--timeline", action="store_true",
                         help="CUDA: also record one update's and one collect step's kernel "
                         "timeline (streams, offsets, idle time)")

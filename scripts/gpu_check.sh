@@ -4,7 +4,8 @@
 #   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
-# headline: the defaults only, 8 collect steps per graph (and 1), kernel timelines, the SB3 peer.
+# headline: the defaults only (collect blocks beside single collect steps), kernel timelines,
+# the SB3 peer.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -37,7 +38,7 @@ for stage in $STAGES; do
           2> "$OUT/bench_blocks.err" > /dev/null; tail -6 "$OUT/bench_blocks.err" ;;
     headline)
       timeout 300 python3 benchmarks/bench_train.py --device cuda --modes compiled_bf16 \
-          --collect-block 8 --timeline --out "$OUT/bench_headline.json" \
+          --timeline --out "$OUT/bench_headline.json" \
           2> "$OUT/bench_headline.err" > /dev/null; tail -12 "$OUT/bench_headline.err" ;;
     *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline)"; exit 2 ;;
   esac

@@ -27,18 +27,21 @@ COMPILE_OPTIONS = [{}, {"combo_kernels": True}]  # inductor's defaults, and ours
 @pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
 def test_hot_loop_has_no_host_sync(tmp_path, options):
     lr = learner(tmp_path, graphs=True, compile_options=options)
-    lr.run_collect(8)
-    lr.run_updates(8)  # warm-up and capture happen here
+    k = lr.spec.train.collect_steps_per_graph
+    assert k > 1  # the default: blocks of k collect steps, the rest of an epoch single steps
+    lr.run_collect(4 * k + 4)  # warm-up and capture of both collect graphs happen here
+    lr.run_updates(8)  # and of the update's
     torch.cuda.synchronize()
-    assert lr.collect.captured and lr.update.captured
+    assert lr.collect.captured and lr.collect_block.captured and lr.update.captured
     torch.cuda.set_sync_debug_mode("error")
     try:
-        lr.run_collect(16)
+        lr.run_collect(2 * k + 3)
         lr.run_updates(32)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     metrics = lr.read_metrics()
-    assert metrics.update["updates"] == 40 and metrics.collect["env_steps"] == 24 * lr.env.n_envs
+    assert metrics.update["updates"] == 40
+    assert metrics.collect["env_steps"] == (6 * k + 7) * lr.env.n_envs
 
 
 def test_eager_hot_loop_has_no_host_sync(tmp_path):

@@ -37,7 +37,7 @@ COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "trunc
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
     "_act_step", "_store", "_next_actions", "_online_forward", "_loss_terms", "_reprioritise",
-    "_track_online", "_stage", "_stage_targets", "_adopt", "_apply_gradients", "_accumulate",
+    "_track_online", "_stage", "_stage_targets", "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -198,9 +198,10 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      online(s) ─┬ loss ─ backward ─ norm ─┬──────┬ clip, Adam ┐
-            branch 0  a* ────────┘    └ new priorities ─────┴ adopt, metrics ──┤
-            branch 1  Polyak, next batch, target(s') ─┴──────────────────────────┘
+            main      online(s) ─┬ loss ─ backward ─┬──────────┬ norm, clip, Adam, metrics ┐
+            branch 0  a* ────────┘   └ new priorities ─┴ adopt    │                           │
+            branch 1  Polyak, next batch, target(s') ─────────────┘                           │
+                      (the update ends when all three have) ──────────────────────────────────┘
 
         What moves ahead is what the gradient step cannot change, so it runs beside this
         update's passes from the start:
@@ -228,16 +229,11 @@ class Learner:
             td_p99 = self._reprioritise(batch.index, loss.td_abs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.loss.backward()
-        # Eager on purpose: foreach norms are a few multi-tensor kernels, where the compiled
-        # version launches one reduction per parameter tensor.
-        with torch.profiler.record_function("foxhunt.grad_norm"):
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in self._params],
-                                                      foreach=True)
+        side.join(0)  # the TD p99, long done
         with side.branch(0):  # after backward, which reads this batch and the online noise
             self._adopt(*staged)
-            self._accumulate(loss.metrics, grad_norm, td_p99)
         side.join(1)  # Adam writes the weights Polyak reads
-        self._apply_gradients(grad_norm)
+        self._apply_gradients(loss.metrics, td_p99)
         side.join()
 
     def _forward_loss(self, batch: StagedBatch,
@@ -319,13 +315,17 @@ class Learner:
             dst.copy_(src)
         self.online.reset_noise(self.generator)
 
-    def _apply_gradients(self, grad_norm: Tensor) -> None:
-        """Gradients clipped to grad_clip in total norm, then Adam."""
+    def _apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
+        """Gradients clipped to grad_clip in total norm, Adam, and the update's metrics summed.
+
+        The norm is one reduction over the gradients laid end to end: compiled, the
+        concatenation fuses into the reduction's loads (a foreach norm is a multi-tensor kernel
+        plus a per-tensor cleanup, a concatenation and a final reduction)."""
+        grads = [p.grad for p in self._params]
+        grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
         torch.nn.utils.clip_grads_with_norm_(self._params, self.spec.agent.grad_clip, grad_norm,
                                              foreach=True)
         self.optimizer.step()
-
-    def _accumulate(self, metrics: dict[str, Tensor], grad_norm: Tensor, td_p99: Tensor) -> None:
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
             metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),
