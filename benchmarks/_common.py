@@ -184,7 +184,13 @@ def kernel_timeline(fn: Callable[[], object], device: torch.device) -> dict[str,
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text()).get("traceEvents", [])
-    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    return timeline_summary([e for e in events if e.get("cat") == "kernel"])
+
+
+def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """`kernel_timeline`'s figures from chrome-trace kernel events (`name`, `ts` and `dur` in
+    us, `args.stream`): busy time is the union of the kernels' intervals over all streams."""
+    kernels = sorted(kernels, key=lambda e: e["ts"])
     if not kernels:
         return {"kernels": 0}
     t0 = kernels[0]["ts"]
