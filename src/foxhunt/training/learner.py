@@ -243,7 +243,8 @@ class Learner:
         """The loss on `batch`: a* at s' beside the online pass at s (from `start`, a mark taken
         before the pass, or from the pass's start), then the terms."""
         side = self._streams
-        start = start or side.mark()
+        if start is None:
+            start = side.mark()
         out = self._online_forward(batch.obs)
         with side.branch(0, after=start):
             next_actions = self._next_actions(batch.next_obs)
@@ -306,8 +307,8 @@ class Learner:
 
     def _stage_targets(self, next_dist: Tensor, ret: Tensor, discount: Tensor) -> Tensor:
         """Every next action's bootstrap target. A step of its own: compiled together with the
-        target's pass, inductor fuses the log-softmax into the projection's reduction and
-        recomputes it for every output atom (75 us instead of a few on an H200)."""
+        target's pass, inductor fused the log-softmax into the projection's reduction and
+        recomputed it for every output atom (one 75 us kernel on an H200; 34 us on its own)."""
         return self._action_targets_fn(next_dist, ret, discount, self._support)
 
     def _adopt(self, *staged: Tensor) -> None:
@@ -320,9 +321,9 @@ class Learner:
     def _apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
         """Gradients clipped to grad_clip in total norm, Adam, and the update's metrics summed.
 
-        The norm is one reduction over the gradients laid end to end: compiled, the
-        concatenation fuses into the reduction's loads (a foreach norm is a multi-tensor kernel
-        plus a per-tensor cleanup, a concatenation and a final reduction)."""
+        The norm is one reduction over the gradients laid end to end, compiled with the step
+        (the eager foreach norm was four kernels: a multi-tensor one, a per-tensor cleanup, a
+        concatenation and a final reduction)."""
         grads = [p.grad for p in self._params]
         grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
         torch.nn.utils.clip_grads_with_norm_(self._params, self.spec.agent.grad_clip, grad_norm,
