@@ -172,7 +172,8 @@ def test_aux_loss_ignores_unlabelled_rows():
 def test_every_actions_target_then_a_star_equals_a_stars_target(head):
     """Targets staged for every next action, then a*'s row kept, are double DQN's target exactly:
     the trainer stages them before a* is known."""
-    from foxhunt.agents.dqn.losses import ACTION_TARGETS, HEADS, take_action
+    from foxhunt.agents.dqn import project_distribution
+    from foxhunt.agents.dqn.losses import HEADS, take_action
 
     torch.manual_seed(3)
     b, br, a, k = 64, 3, 3, 51 if head == "c51" else 16
@@ -182,9 +183,14 @@ def test_every_actions_target_then_a_star_equals_a_stars_target(head):
     returns = torch.randn(b) * 3
     discounts = torch.where(torch.rand(b) < 0.2, 0.0, 0.99**3)
     support = torch.linspace(-10, 10, 51) if head == "c51" else None
-    every = ACTION_TARGETS[head](next_dist, returns, discounts, support)
+    every = HEADS[head][0](next_dist, returns, discounts, support)
     assert every.shape == (b, br, a, k) and every.dtype == torch.float32
-    expected = HEADS[head][0](next_dist, a_star, returns, discounts, support)
+    chosen = take_action(next_dist, a_star)  # a* first, then its target: the textbook order
+    if head == "c51":
+        expected = project_distribution(chosen.exp(), returns[:, None], discounts[:, None],
+                                        support)
+    else:
+        expected = returns[:, None, None] + discounts[:, None, None] * chosen
     torch.testing.assert_close(take_action(every, a_star), expected, rtol=0, atol=1e-6)
     if head == "c51":
         torch.testing.assert_close(every.sum(-1), torch.ones(b, br, a))

@@ -19,7 +19,6 @@ from torch import Tensor
 
 from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
 from foxhunt.agents.dqn.losses import (
-    ACTION_TARGETS,
     HEADS,
     greedy_next_actions,
     online_pass,
@@ -115,7 +114,7 @@ class Learner:
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
-        self._action_targets_fn, self._terms_fn = ACTION_TARGETS[a.head], HEADS[a.head][1]
+        self._action_targets_fn, self._terms_fn = HEADS[a.head]
         self._support = self.online.support if a.head == "c51" else None
         self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)

@@ -10,9 +10,9 @@ the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target ne
 Each loss is also available in the pieces it is made of, so that a trainer can run the
 independent ones side by side (on separate CUDA streams): `greedy_next_actions` (online net at
 s'), `target_distributions` (target net at s'), `online_pass` (online net at s), the head's
-bootstrap target (`c51_target`, `iqn_target`: a* valued by the target net; or every next
-action's, `c51_action_targets` and `iqn_action_targets`, which need no a*) and its loss terms
-(`c51_terms`, `iqn_terms`) on the online pass. `c51_loss` and `iqn_loss` are those pieces in
+bootstrap target of every next action (`c51_action_targets`, `iqn_action_targets`: they need
+no a*, and `take_action` by a* then gives double DQN's target) and its loss terms (`c51_terms`,
+`iqn_terms`) on the online pass. `c51_loss` and `iqn_loss` are those pieces in
 sequence.
 """
 
@@ -109,15 +109,6 @@ def c51_action_targets(
     return project_per_sample(next_dist.float().exp(), returns, discounts, support)
 
 
-@torch.no_grad()
-def c51_target(
-    next_dist: Tensor, next_actions: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
-) -> Tensor:
-    """a*'s projected target distribution per branch, [B, Br, atoms] float32."""
-    next_p = take_action(next_dist, next_actions).float().exp()
-    return project_per_sample(next_p, returns, discounts, support)
-
-
 def c51_terms(
     out: QOutput,
     actions: Tensor,
@@ -149,7 +140,7 @@ def c51_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Categorical (C51) double-DQN loss, per branch: `c51_target` then `c51_terms`.
+    """Categorical (C51) double-DQN loss, per branch: `c51_action_targets` then `c51_terms`.
 
     obs/next_obs [B, obs_dim]; actions [B, Br] long; returns [B] (n-step discounted sum);
     discounts [B] (gamma^k, 0 after a termination); weights [B] IS weights; direction_labels [B]
@@ -173,20 +164,6 @@ def iqn_action_targets(
     """r + discount * Z_target(s', a) for every next action at the target's N' taus,
     [B, Br, A, N'] float32 (`support` is unused: the signature matches `c51_action_targets`)."""
     return returns[:, None, None, None] + discounts[:, None, None, None] * next_dist.float()
-
-
-@torch.no_grad()
-def iqn_target(
-    next_dist: Tensor,
-    next_actions: Tensor,
-    returns: Tensor,
-    discounts: Tensor,
-    support: Tensor | None,
-) -> Tensor:
-    """r + discount * Z_target(s', a*) at the target's N' taus, [B, Br, N'] float32
-    (`support` is unused: the signature matches `c51_target`)."""
-    next_q = take_action(next_dist, next_actions).float()
-    return returns[:, None, None] + discounts[:, None, None] * next_q
 
 
 def iqn_terms(
@@ -227,7 +204,7 @@ def iqn_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_target` then `iqn_terms`;
+    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_action_targets` then `iqn_terms`;
     arguments as in `c51_loss`. Online taus: N = iqn_taus fresh samples."""
     return _in_sequence("iqn", online, target, obs, actions, returns, discounts, next_obs,
                         weights, direction_labels, config)
@@ -250,21 +227,15 @@ def _in_sequence(
     if config.head != head:
         raise ValueError(f"{head}_loss needs an agent config with head = {head!r}, "
                          f"got {config.head!r}")
-    bootstrap, terms = HEADS[head]
+    action_targets, terms = HEADS[head]
     support = online.support if config.head == "c51" else None
     out = online_pass(online, obs, config)
-    target_value = bootstrap(
-        target_distributions(target, next_obs, config),
-        greedy_next_actions(online, next_obs),
-        returns,
-        discounts,
-        support,
-    )
+    every = action_targets(target_distributions(target, next_obs, config), returns, discounts,
+                           support)
+    target_value = take_action(every, greedy_next_actions(online, next_obs))
     return terms(out, actions, target_value, weights, direction_labels, config, support)
 
 
-HEADS = {"c51": (c51_target, c51_terms), "iqn": (iqn_target, iqn_terms)}
-"""Per head: (bootstrap target from the target network's distributions, loss terms)."""
-
-ACTION_TARGETS = {"c51": c51_action_targets, "iqn": iqn_action_targets}
-"""Per head: the bootstrap target of every next action (`take_action` by a* gives HEADS[0]'s)."""
+HEADS = {"c51": (c51_action_targets, c51_terms), "iqn": (iqn_action_targets, iqn_terms)}
+"""Per head: (every next action's bootstrap target from the target network's distributions,
+loss terms)."""
