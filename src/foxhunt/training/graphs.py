@@ -60,10 +60,9 @@ class SideStreams:
     parallel paths of the graph. `branch(k)` starts after everything queued so far on the
     current stream, `branch(k, after=mark)` after an earlier `mark()` of it; `wait(k, j)` orders
     branch k after branch j; `join()` orders the current stream after every branch, `join(k)`
-    after branch k only. Tensors passed between streams
-    must stay referenced until the full `join()` that follows their last use (the caching
-    allocator could otherwise hand their memory to another stream early); locals of the step
-    function are.
+    after branch k only. Tensors passed between streams must stay referenced until the full
+    `join()` that follows their last use (the caching allocator could otherwise hand their
+    memory to another stream early); locals of the step function are.
     """
 
     def __init__(self, device: torch.device, n: int, enabled: bool = True):

@@ -148,14 +148,10 @@ class GroupedLinear(nn.Module):
         if self.out_pad:
             weight, bias = F.pad(weight, (0, 0, 0, self.out_pad)), F.pad(bias, (0, self.out_pad))
         o = out + self.out_pad
+        fused = relu and self.shared_input and not torch.is_grad_enabled()
         if self.shared_input:
-            w2, b2 = weight.reshape(g * o, i), bias.reshape(g * o)
-            if relu and not torch.is_grad_enabled():
-                y = _linear_relu(x, w2, b2)
-            else:
-                y = F.linear(x, w2, b2)
-                y = F.relu(y) if relu else y
-            y = y.unflatten(-1, (g, o))
+            linear = _linear_relu if fused else F.linear
+            y = linear(x, weight.reshape(g * o, i), bias.reshape(g * o)).unflatten(-1, (g, o))
         else:
             # bmm, then the bias: baddbmm would first copy the broadcast bias into its output
             # (a pass over the whole output); an add fuses into whatever reads the result.
@@ -164,7 +160,8 @@ class GroupedLinear(nn.Module):
             y = torch.bmm(per_group, weight.transpose(1, 2))  # [g, N, o]
             y = y + bias.unsqueeze(1).to(y.dtype)  # in bf16 under autocast, as baddbmm was
             y = y.transpose(0, 1).reshape(*lead, g, o)
-            y = F.relu(y) if relu else y
+        if relu and not fused:
+            y = F.relu(y)
         return y[..., :out] if self.out_pad else y
 
     def extra_repr(self) -> str:
