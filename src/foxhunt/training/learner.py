@@ -139,7 +139,8 @@ class Learner:
         # k collect steps per graph replay: one launch instead of k (the last steps of an epoch
         # that do not fill a block replay the one-step graph).
         self._block = t.collect_steps_per_graph if graphs else 1
-        self.collect_block = CapturedStep(self._collect_block, graphs and self._block > 1)
+        self.collect_block = CapturedStep(lambda: self._collect_steps(self._block),
+                                          graphs and self._block > 1)
         self.update = CapturedStep(self._update, graphs)
         self.batch: StagedBatch | None = None  # the next update's batch (see `prime`)
         self.transitions = 0
@@ -334,9 +335,6 @@ class Learner:
         )).double()  # fmt: skip
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
-
-    def _collect_block(self) -> None:
-        self._collect_steps(self._block)
 
     def run_collect(self, steps: int) -> None:
         blocks, rest = divmod(steps, self._block)
