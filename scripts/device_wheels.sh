@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Fetch the py3.12 wheels the H200 machine lacks into .whl (git-ignored) for `run` with carry [".whl"].
+# The device image already has torch, numpy, pyarrow, rich, typer, pandas, hypothesis, pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2
+      duckdb==1.4.3 databento-dbn==0.45.0 gymnasium==1.2.2 farama-notifications==0.0.4
+      stable-baselines3==2.7.1)
+mkdir -p .whl
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .whl "${PKGS[@]}"
+ls -la .whl
