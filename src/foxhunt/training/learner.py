@@ -32,6 +32,7 @@ from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.graphs import CapturedStep, CompiledStep, SideStreams, check_inductor_options
+from foxhunt.training.optim import ClippedAdam
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
@@ -108,15 +109,13 @@ class Learner:
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
             ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(
-            self.online.parameters(), lr=a.lr, eps=a.adam_eps, capturable=device.type == "cuda"
-        )
+        self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
+                                     max_norm=a.grad_clip)
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
         self._action_targets_fn, self._terms_fn = HEADS[a.head]
         self._support = self.online.support if a.head == "c51" else None
-        self._params = [p for p in self.online.parameters() if p.requires_grad]
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._streams = SideStreams(device, 2, enabled=t.side_streams)
         compile_steps = device.type == "cuda" and t.compile
@@ -319,16 +318,9 @@ class Learner:
         self.online.reset_noise(self.generator)
 
     def _apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
-        """Gradients clipped to grad_clip in total norm, Adam, and the update's metrics summed.
-
-        The norm is one reduction over the gradients laid end to end, compiled with the step
-        (the eager foreach norm was four kernels: a multi-tensor one, a per-tensor cleanup, a
-        concatenation and a final reduction)."""
-        grads = [p.grad for p in self._params]
-        grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
-        torch.nn.utils.clip_grads_with_norm_(self._params, self.spec.agent.grad_clip, grad_norm,
-                                             foreach=True)
-        self.optimizer.step()
+        """Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`: one pass),
+        and the update's metrics summed."""
+        grad_norm = self.optimizer.step()
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
             metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),

@@ -1,0 +1,82 @@
+"""ClippedAdam is torch's clip_grad_norm_ followed by torch's Adam, in one pass."""
+
+import pytest
+import torch
+
+from foxhunt.training.optim import ClippedAdam
+
+
+def _params(seed: int) -> list[torch.nn.Parameter]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.nn.Parameter(torch.randn(shape, generator=g)) for shape in ((7, 5), (5,), (3, 2, 4))]
+
+
+def _set_grads(params, step: int, scale: float) -> None:
+    g = torch.Generator().manual_seed(100 + step)
+    for p in params:
+        p.grad = scale * torch.randn(p.shape, generator=g)
+
+
+@pytest.mark.parametrize("scale", [0.01, 50.0], ids=["below_the_clip", "clipped"])
+def test_matches_clip_grad_norm_then_adam_over_many_steps(scale):
+    ours, ref = _params(0), _params(0)
+    opt = ClippedAdam(ours, lr=1e-2, betas=(0.9, 0.99), eps=1e-6, max_norm=1.0)
+    ref_opt = torch.optim.Adam(ref, lr=1e-2, betas=(0.9, 0.99), eps=1e-6)
+    for step in range(20):
+        _set_grads(ours, step, scale)
+        _set_grads(ref, step, scale)
+        norm = opt.step()
+        ref_norm = torch.nn.utils.clip_grad_norm_(ref, 1.0)
+        ref_opt.step()
+        torch.testing.assert_close(norm, ref_norm)
+        for p, q in zip(ours, ref, strict=True):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    assert (norm > 1.0) == (scale > 1.0)  # the gradients' norm is about 8.4 scale
+
+
+def test_leaves_the_gradients_unscaled():
+    params = _params(1)
+    _set_grads(params, 0, 50.0)
+    before = [p.grad.clone() for p in params]
+    ClippedAdam(params, lr=1e-3, max_norm=1.0).step()
+    for p, g in zip(params, before, strict=True):
+        assert torch.equal(p.grad, g)
+
+
+def test_state_dicts_load_both_ways_with_torch_adam():
+    ours, ref = _params(2), _params(2)
+    opt, ref_opt = ClippedAdam(ours, lr=1e-2), torch.optim.Adam(ref, lr=1e-2)
+    for step in range(3):
+        _set_grads(ours, step, 1.0)
+        _set_grads(ref, step, 1.0)
+        opt.step()
+        ref_opt.step()
+    fresh = ClippedAdam(_params(2), lr=1e-2)
+    fresh.load_state_dict(ref_opt.state_dict())
+    for p in fresh.param_groups[0]["params"]:
+        assert float(fresh.state[p]["step"]) == 3.0
+    torch.optim.Adam(_params(2), lr=1e-2).load_state_dict(opt.state_dict())
+
+
+def test_state_exists_before_the_first_step():
+    params = _params(3)
+    opt = ClippedAdam(params, lr=1e-3)
+    assert all(set(opt.state[p]) == {"step", "exp_avg", "exp_avg_sq"} for p in params)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"lr": 0.0}, "lr"),
+        ({"lr": 1e-3, "max_norm": -1.0}, "max_norm"),
+        ({"lr": 1e-3, "betas": (0.9, 1.0)}, "betas"),
+    ],
+)
+def test_bad_settings_are_named(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ClippedAdam(_params(4), **kwargs)
+
+
+def test_a_step_without_gradients_is_an_error():
+    with pytest.raises(RuntimeError, match="backward"):
+        ClippedAdam(_params(5), lr=1e-3).step()
