@@ -173,3 +173,10 @@ def test_variable_selection_rejects_bad_groups(groups, obs_dim, message):
     cfg = AgentConfig(hidden=8, variable_selection=True)
     with pytest.raises(ConfigError, match=message):
         BranchingQNetwork(obs_dim, cfg, feature_groups=groups, window=WINDOW, pos_dim=POS)
+
+
+@pytest.mark.parametrize("head", ["c51", "iqn"])
+def test_the_direction_head_reads_the_trunk_output(head):
+    net = make(head=head)
+    obs = torch.randn(6, OBS)
+    torch.testing.assert_close(net(obs).aux_logits, net.aux_head(net.features(obs)))

@@ -98,6 +98,34 @@ def test_grouped_linear_equals_separate_layers(shared_input, noisy, lead):
     torch.testing.assert_close(layer(x), _per_group_reference(layer, x))
 
 
+@pytest.mark.parametrize("grad", [True, False])
+def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
+    torch.manual_seed(4)
+    layer = GroupedLinear(3, 8, 6, shared_input=True, noisy=True)
+    draw_noise(list(layer.noise_buffers()), torch.empty(3 * 8 + 3 * 6), None)
+    extra = torch.nn.Linear(8, 2)
+    x = torch.randn(5, 8, requires_grad=grad)
+    with torch.set_grad_enabled(grad):
+        y, side = layer.forward_with(x, extra, relu=True)
+    torch.testing.assert_close(y, F.relu(_per_group_reference(layer, x)))
+    torch.testing.assert_close(side, extra(x))  # no ReLU on the extra layer's outputs
+    if grad:
+        (y.sum() + (side * side).sum()).backward()
+        fused = [t.grad.clone() for t in (x, layer.weight_mu, layer.weight_sigma, extra.weight)]
+        for t in (x, layer.weight_mu, layer.weight_sigma, extra.weight):
+            t.grad = None
+        (layer(x, relu=True).sum() + (extra(x) ** 2).sum()).backward()
+        apart = [x.grad, layer.weight_mu.grad, layer.weight_sigma.grad, extra.weight.grad]
+        for a, b in zip(fused, apart, strict=True):
+            torch.testing.assert_close(a, b)
+
+
+def test_an_extra_layer_needs_a_shared_input():
+    layer = GroupedLinear(3, 8, 6, shared_input=False, noisy=False)
+    with pytest.raises(ValueError, match="shared input"):
+        layer.forward_with(torch.randn(5, 3, 8), torch.nn.Linear(8, 2))
+
+
 def test_each_group_has_its_own_noise_and_eval_ignores_it():
     layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)
     draw_noise(list(layer.noise_buffers()), torch.empty(2 * 4 + 2 * 3), None)

@@ -143,7 +143,10 @@ class DuelingBranches(nn.Module):
 
     def logits(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
         """The streams' raw outputs: (value [..., out] or None, advantages [..., Br, A, out])."""
-        h = self.hidden(x, relu=True)  # [..., Br (+1), hidden]
+        return self._logits(self.hidden(x, relu=True))
+
+    def _logits(self, h: Tensor) -> tuple[Tensor | None, Tensor]:
+        """`logits` from the hidden layer's output h [..., Br (+1), hidden]."""
         adv = self.advantage(h[..., : self.n_branches, :])
         adv = adv.unflatten(-1, (self.n_actions, self.out_dim))
         if self.value is None:
@@ -152,13 +155,24 @@ class DuelingBranches(nn.Module):
 
     def streams(self, x: Tensor) -> tuple[Tensor | None, Tensor]:
         """(value [..., 1, 1, out] or None, advantages [..., Br, A, out], centred when dueling)."""
-        value, adv = self.logits(x)
+        return self._combine(*self.logits(x))
+
+    def _combine(self, value: Tensor | None, adv: Tensor) -> tuple[Tensor | None, Tensor]:
         if value is None:
             return None, adv
         return value[..., None, None, :], adv - adv.mean(dim=-2, keepdim=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        value, adv = self.streams(x)
+        return self._q(*self.streams(x))
+
+    def forward_with(self, x: Tensor, extra: nn.Linear) -> tuple[Tensor, Tensor]:
+        """(`forward(x)`, `extra(x)`), `extra` evaluated in the hidden layer's matmul (see
+        `GroupedLinear.forward_with`)."""
+        h, side = self.hidden.forward_with(x, extra, relu=True)
+        return self._q(*self._combine(*self._logits(h))), side
+
+    @staticmethod
+    def _q(value: Tensor | None, adv: Tensor) -> Tensor:
         return adv if value is None else value + adv
 
 
@@ -256,6 +270,9 @@ class BranchingQNetwork(nn.Module):
         """C51: (log-probabilities [B, Br, A, atoms], None); IQN: (quantiles [B, Br, A, N], taus)."""
         if self.config.head == "c51":
             return F.log_softmax(self.heads(h), dim=-1), None
+        return self._iqn_head(h, taus)
+
+    def _iqn_head(self, h: Tensor, taus: Tensor | None) -> tuple[Tensor, Tensor]:
         if taus is None:
             taus = self.sample_taus(h.shape[0], self.config.iqn_taus, h)
         phi = self.tau_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_basis))
@@ -263,13 +280,15 @@ class BranchingQNetwork(nn.Module):
         return quantiles.permute(0, 2, 3, 1), taus
 
     def forward(self, obs: Tensor, taus: Tensor | None = None) -> QOutput:
-        """`taus` [B, N] feeds the IQN head only; None draws `sample_taus(B, iqn_taus)`."""
+        """`taus` [B, N] feeds the IQN head only; None draws `sample_taus(B, iqn_taus)`.
+        C51's heads read the trunk output as the direction head does, so the direction head runs
+        in the heads' first matmul (`DuelingBranches.forward_with`)."""
         h = self.features(obs)
-        dist, taus = self._head(h, taus)
-        aux_logits = self.aux_head(h)
-        if taus is None:
-            return QOutput(log_probs=dist, aux_logits=aux_logits)
-        return QOutput(None, aux_logits, quantiles=dist, taus=taus)
+        if self.config.head == "c51":
+            logits, aux_logits = self.heads.forward_with(h, self.aux_head)
+            return QOutput(log_probs=F.log_softmax(logits, dim=-1), aux_logits=aux_logits)
+        quantiles, taus = self._iqn_head(h, taus)
+        return QOutput(None, self.aux_head(h), quantiles=quantiles, taus=taus)
 
     def expected_q(self, dist: Tensor) -> Tensor:
         """Mean of each branch-action distribution [..., K] -> [...]."""

@@ -143,15 +143,38 @@ class GroupedLinear(nn.Module):
     def forward(self, x: Tensor, relu: bool = False) -> Tensor:
         """The groups' outputs, with `relu` applied when asked (fused into the matmul's epilogue
         where that is possible: a shared input without autograd)."""
+        return self._forward(x, relu, None)[0]
+
+    def forward_with(self, x: Tensor, extra: nn.Linear, relu: bool = False) -> tuple[Tensor, Tensor]:
+        """(the groups' outputs, `extra(x)`): a plain linear layer on the same shared input, its
+        rows appended to the groups' in one matmul. Backward then takes one matmul for the
+        input's gradient instead of two and a sum, and `extra`'s few outputs do not run on the
+        slow kernels an unaligned, 2-wide product gets. `relu` applies to the groups only."""
+        if not self.shared_input:
+            raise ValueError("GroupedLinear.forward_with: extra layers need a shared input")
+        y, side = self._forward(x, relu, extra)
+        assert side is not None
+        return y, side
+
+    def _forward(self, x: Tensor, relu: bool, extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
         weight, bias = self.weight_and_bias()
         g, out, i = weight.shape
         if self.out_pad:
             weight, bias = F.pad(weight, (0, 0, 0, self.out_pad)), F.pad(bias, (0, self.out_pad))
         o = out + self.out_pad
-        fused = relu and self.shared_input and not torch.is_grad_enabled()
+        side = None
+        fused = relu and self.shared_input and extra is None and not torch.is_grad_enabled()
         if self.shared_input:
-            linear = _linear_relu if fused else F.linear
-            y = linear(x, weight.reshape(g * o, i), bias.reshape(g * o)).unflatten(-1, (g, o))
+            weight, bias = weight.reshape(g * o, i), bias.reshape(g * o)
+            if extra is not None:
+                pad = -extra.out_features % ALIGN
+                weight = torch.cat((weight, F.pad(extra.weight, (0, 0, 0, pad))))
+                bias = torch.cat((bias, F.pad(extra.bias, (0, pad))))
+            y = (_linear_relu if fused else F.linear)(x, weight, bias)
+            if extra is not None:
+                side = y[..., g * o : g * o + extra.out_features]
+                y = y[..., : g * o]
+            y = y.unflatten(-1, (g, o))
         else:
             # bmm, then the bias: baddbmm would first copy the broadcast bias into its output
             # (a pass over the whole output); an add fuses into whatever reads the result.
@@ -162,7 +185,7 @@ class GroupedLinear(nn.Module):
             y = y.transpose(0, 1).reshape(*lead, g, o)
         if relu and not fused:
             y = F.relu(y)
-        return y[..., :out] if self.out_pad else y
+        return (y[..., :out] if self.out_pad else y), side
 
     def extra_repr(self) -> str:
         return (
