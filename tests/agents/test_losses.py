@@ -169,9 +169,10 @@ def test_aux_loss_ignores_unlabelled_rows():
 
 
 @pytest.mark.parametrize("head", ["c51", "iqn"])
-def test_every_actions_target_then_a_star_equals_a_stars_target(head):
-    """Targets staged for every next action, then a*'s row kept, are double DQN's target exactly:
-    the trainer stages them before a* is known."""
+def test_the_bootstrap_target_of_a_stars_rows_is_the_textbook_one(head):
+    """The heads' targets take the next distributions of any actions, [B, ..., K], with one
+    return and discount per sample: on a*'s rows they are double DQN's target, and keeping a*'s
+    row of every action's target gives the same."""
     from foxhunt.agents.dqn import project_distribution
     from foxhunt.agents.dqn.losses import HEADS, take_action
 
@@ -183,14 +184,16 @@ def test_every_actions_target_then_a_star_equals_a_stars_target(head):
     returns = torch.randn(b) * 3
     discounts = torch.where(torch.rand(b) < 0.2, 0.0, 0.99**3)
     support = torch.linspace(-10, 10, 51) if head == "c51" else None
-    every = HEADS[head][0](next_dist, returns, discounts, support)
-    assert every.shape == (b, br, a, k) and every.dtype == torch.float32
-    chosen = take_action(next_dist, a_star)  # a* first, then its target: the textbook order
+    targets = HEADS[head][0]
+    chosen = take_action(next_dist, a_star)
+    target = targets(chosen, returns, discounts, support)
+    assert target.shape == (b, br, k) and target.dtype == torch.float32
     if head == "c51":
         expected = project_distribution(chosen.exp(), returns[:, None], discounts[:, None],
                                         support)
+        torch.testing.assert_close(target.sum(-1), torch.ones(b, br))
     else:
         expected = returns[:, None, None] + discounts[:, None, None] * chosen
-    torch.testing.assert_close(take_action(every, a_star), expected, rtol=0, atol=1e-6)
-    if head == "c51":
-        torch.testing.assert_close(every.sum(-1), torch.ones(b, br, a))
+    torch.testing.assert_close(target, expected, rtol=0, atol=1e-6)
+    every = targets(next_dist, returns, discounts, support)
+    torch.testing.assert_close(take_action(every, a_star), target, rtol=0, atol=1e-6)

@@ -109,7 +109,7 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
             torch.cuda.manual_seed(5)
             lr.prime()
             batch = lr.batch
-            out = lr._forward_loss(batch)
+            out = lr._loss(batch)
             lr.optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
             grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]

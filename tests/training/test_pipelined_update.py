@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+
+from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, take_action, target_distributions
 
 from foxhunt.training.trainer import WalkForwardTrainer
 
@@ -49,6 +53,25 @@ def test_polyak_moves_the_target_toward_the_weights_the_update_started_from(lear
         assert not torch.equal(online1[name], online0[name]), f"{name}: Adam took no step"
         torch.testing.assert_close(p, (1 - tau) * target0[name] + tau * online0[name],
                                    rtol=0, atol=1e-7, msg=name)
+
+
+def test_the_staged_target_is_double_dqns_with_the_weights_and_noise_the_update_started_from(
+    learner,
+):
+    learner.prime()
+    online0 = copy.deepcopy(learner.online)  # the weights and the noise this update runs with
+    learner.update()
+    staged, agent = learner.batch, learner.spec.agent
+    b = learner.replay.lookup(staged.index)
+    next_obs = learner.env.observe(b.next_bar, b.next_pos_state)
+    # The target network as the staging left it: Polyak's weights, the noise drawn for it.
+    next_dist = target_distributions(learner.target, next_obs, agent)
+    a_star = greedy_next_actions(online0, next_obs)
+    expected = HEADS[agent.head][0](take_action(next_dist, a_star), b.ret, b.discount,
+                                    learner.online.support)
+    torch.testing.assert_close(staged.target, expected)
+    # The online network has moved on since (new noise too), so the staging could not have used it.
+    assert not torch.equal(learner.online.noise_workspace, online0.noise_workspace)
 
 
 def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(learner):

@@ -2,7 +2,7 @@
 
 `collect()` takes one vectorised env step with the noisy online policy and stores it
 (`collect_block()` k of them); `update()` is one Rainbow update on the batch the previous one
-staged (`prime()` stages the first of a run: `run_updates` does). They keep every metric on the
+staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does). They keep every metric on the
 device in accumulators that the trainer reads once per epoch, and on CUDA each is captured once
 as a CUDA graph and replayed, its pieces compiled (`COMPILED_STEPS`) and the independent ones
 run on side streams (`Learner._update`).
@@ -25,7 +25,6 @@ from foxhunt.agents.dqn.losses import (
     take_action,
     target_distributions,
 )
-from foxhunt.agents.dqn.network import QOutput
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
@@ -38,8 +37,8 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act_step", "_store", "_next_actions", "_online_forward", "_loss_terms", "_reprioritise",
-    "_track_online", "_stage", "_stage_targets", "_adopt", "_apply_gradients",
+    "_act_step", "_store", "_loss", "_reprioritise", "_track_online", "_stage", "_stage_targets",
+    "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -51,16 +50,15 @@ def direction_labels(market: MarketTensors, bar: Tensor) -> Tensor:
 
 
 class StagedBatch(NamedTuple):
-    """A replay batch with everything its update needs that this update's gradient step does
-    not change, drawn one update ahead (see `Learner._update`)."""
+    """A replay batch and its double-DQN bootstrap target, drawn and computed one update ahead
+    (see `Learner._update`)."""
 
     index: Tensor  # [B] flat replay indices, for the new priorities
     weight: Tensor  # [B] IS weights
     action: Tensor  # [B, Br] taken actions
     obs: Tensor  # [B, obs_dim] at s
-    next_obs: Tensor  # [B, obs_dim] at s' (the online network's a* is picked at update time)
     labels: Tensor  # [B] next-bar direction labels
-    targets: Tensor  # [B, Br, A, K] every next action's bootstrap target (target network)
+    target: Tensor  # [B, Br, K] the target network's value of a* at s', shifted and projected
 
 
 @dataclass
@@ -114,7 +112,7 @@ class Learner:
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
-        self._action_targets_fn, self._terms_fn = HEADS[a.head]
+        self._targets_fn, self._terms_fn = HEADS[a.head]
         self._support = self.online.support if a.head == "c51" else None
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._streams = SideStreams(device, 2, enabled=t.side_streams)
@@ -199,20 +197,22 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      online(s) ─┬ loss ─ backward ─┬──────────┬ norm, clip, Adam, metrics ┐
-            branch 0  a* ────────┘   └ new priorities ─┴ adopt    │                           │
-            branch 1  Polyak, next batch, target(s') ─────────────┘                           │
-                      (the update ends when all three have) ──────────────────────────────────┘
+            main      loss ─ backward ─┬────────────┬ norm, clip, Adam, metrics ┐
+            branch 0   └ new priorities ┴ adopt      │                           │
+            branch 1  Polyak, next batch, a*, target ┘                           │
+                      (the update ends when all three have) ─────────────────────┘
 
-        What moves ahead is what the gradient step cannot change, so it runs beside this
-        update's passes from the start:
+        Everything the next update needs but its loss pass moves one update ahead, beside this
+        update's passes:
         - the next batch, drawn from the priorities as they stand when this update starts (this
           batch's new priorities are written after it is drawn: its transitions keep their old
           priority for one more draw, out of a replay of up to millions);
-        - the target network's pass on it, for every next action. Polyak first moves the target
-          toward the online weights this update starts from (before Adam's step): the target
-          lags the online net by one more update, a negligible change at tau = 0.005.
-        Only the online network's a* at s' waits for the new weights.
+        - its bootstrap target: a* at s' picked by the online network with the weights and the
+          noise this update runs with, valued by the target network after Polyak has moved it
+          toward those same weights. Both see online weights one gradient step older than the
+          textbook's (a* directly, the target through Polyak's tau share), a lag far below the
+          target network's own of about 1 / tau updates.
+        The update's critical path is then one pass at s, its loss, backward and Adam.
         """
         batch = self.batch
         if batch is None:
@@ -220,36 +220,24 @@ class Learner:
                                "of updates with prime() (run_updates does)")
         side = self._streams
         start = side.mark()
-        loss = self._forward_loss(batch, start)
-        # Queued after the passes the loss waits for, so that a graph launches those first.
+        loss = self._loss(batch)
+        # Queued after the loss pass, so that a graph launches that first.
         with side.branch(1, after=start):
             self._track_online()
             staged = self._next_batch()
         with side.branch(0):
-            side.wait(0, 1)  # the next batch is drawn before these priorities change
+            # After the next batch is drawn and its a* picked: these priorities change the draw,
+            # and `_adopt` redraws the online noise that a* is picked with.
+            side.wait(0, 1)
             td_p99 = self._reprioritise(batch.index, loss.td_abs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.loss.backward()
         side.join(0)  # the TD p99, long done
         with side.branch(0):  # after backward, which reads this batch and the online noise
             self._adopt(*staged)
-        side.join(1)  # Adam writes the weights Polyak reads
+        side.join(1)  # Adam writes the weights Polyak and a* read
         self._apply_gradients(loss.metrics, td_p99)
         side.join()
-
-    def _forward_loss(self, batch: StagedBatch,
-                      start: torch.cuda.Event | None = None) -> LossOutput:
-        """The loss on `batch`: a* at s' beside the online pass at s (from `start`, a mark taken
-        before the pass, or from the pass's start), then the terms."""
-        side = self._streams
-        if start is None:
-            start = side.mark()
-        out = self._online_forward(batch.obs)
-        with side.branch(0, after=start):
-            next_actions = self._next_actions(batch.next_obs)
-        side.join(0)
-        return self._loss_terms(out, batch.action, batch.targets, next_actions, batch.weight,
-                                batch.labels)
 
     def prime(self) -> None:
         """Stage the first batch of a run of updates (`run_updates` does; call it before calling
@@ -263,24 +251,17 @@ class Learner:
 
     # The compiled pieces of an update, in the order `_update` runs them.
 
-    def _next_actions(self, next_obs: Tensor) -> Tensor:
+    def _loss(self, batch: StagedBatch) -> LossOutput:
+        """The online network at s against the staged target: the loss, per-sample TD errors
+        and metrics."""
         with self._autocast():
-            return greedy_next_actions(self.online, next_obs)
+            out = online_pass(self.online, batch.obs, self.spec.agent)
+            return self._terms_fn(out, batch.action, batch.target, batch.weight, batch.labels,
+                                  self.spec.agent, self._support)
 
     def _track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online."""
         self._polyak()
-
-    def _online_forward(self, obs: Tensor) -> QOutput:
-        with self._autocast():
-            return online_pass(self.online, obs, self.spec.agent)
-
-    def _loss_terms(self, out: QOutput, action: Tensor, targets: Tensor, next_actions: Tensor,
-                    weight: Tensor, labels: Tensor) -> LossOutput:
-        """Double DQN: the staged targets of every next action, a*'s kept per branch."""
-        with self._autocast():
-            return self._terms_fn(out, action, take_action(targets, next_actions), weight,
-                                  labels, self.spec.agent, self._support)
 
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
         """New priorities for the sampled transitions; returns the batch's TD-error p99."""
@@ -292,23 +273,25 @@ class Learner:
         return StagedBatch(*fields, self._stage_targets(*bootstrap))
 
     def _stage(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor, Tensor]]:
-        """The next PER batch (StagedBatch's fields but the targets), its observations at s and
-        s' re-gathered, direction labels; and the target network's pass at s' with fresh noise
-        with the batch's n-step returns and discounts, for `_stage_targets`."""
-        b, env = self.replay.sample(self.spec.train.batch_size), self.env
+        """The next PER batch (StagedBatch's fields but the target), its observations at s
+        re-gathered, direction labels; and for `_stage_targets` the target network's
+        distributions (fresh noise) of the online network's a* at s', with the batch's n-step
+        returns and discounts."""
+        b, env, agent = self.replay.sample(self.spec.train.batch_size), self.env, self.spec.agent
         obs = env.observe(b.bar, b.pos_state)
         next_obs = env.observe(b.next_bar, b.next_pos_state)
         self.target.reset_noise(self.generator)
         with self._autocast():
-            next_dist = target_distributions(self.target, next_obs, self.spec.agent)
-        fields = (b.index, b.weight, b.action, obs, next_obs, direction_labels(self.market, b.bar))
-        return fields, (next_dist, b.ret, b.discount)
+            next_dist = target_distributions(self.target, next_obs, agent)
+            chosen = take_action(next_dist, greedy_next_actions(self.online, next_obs))
+        fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
+        return fields, (chosen, b.ret, b.discount)
 
-    def _stage_targets(self, next_dist: Tensor, ret: Tensor, discount: Tensor) -> Tensor:
-        """Every next action's bootstrap target. A step of its own: compiled together with the
-        target's pass, inductor fused the log-softmax into the projection's reduction and
-        recomputed it for every output atom (one 75 us kernel on an H200; 34 us on its own)."""
-        return self._action_targets_fn(next_dist, ret, discount, self._support)
+    def _stage_targets(self, chosen: Tensor, ret: Tensor, discount: Tensor) -> Tensor:
+        """a*'s bootstrap target. A step of its own: compiled together with the target's pass,
+        inductor fused the log-softmax into the projection's reduction and recomputed it for
+        every output atom."""
+        return self._targets_fn(chosen, ret, discount, self._support)
 
     def _adopt(self, *staged: Tensor) -> None:
         """The staged batch becomes `self.batch` (copied: an update's graph reads fixed

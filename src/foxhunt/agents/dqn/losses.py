@@ -8,12 +8,11 @@ Targets use double DQN per branch (van Hasselt et al. 2016, "Deep RL with Double
 the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target network values it.
 
 Each loss is also available in the pieces it is made of, so that a trainer can run the
-independent ones side by side (on separate CUDA streams): `greedy_next_actions` (online net at
-s'), `target_distributions` (target net at s'), `online_pass` (online net at s), the head's
-bootstrap target of every next action (`c51_action_targets`, `iqn_action_targets`: they need
-no a*, and `take_action` by a* then gives double DQN's target) and its loss terms (`c51_terms`,
-`iqn_terms`) on the online pass. `c51_loss` and `iqn_loss` are those pieces in
-sequence.
+independent ones side by side (on separate CUDA streams) and ahead of time:
+`greedy_next_actions` (online net at s'), `target_distributions` (target net at s'),
+`take_action` (a*'s rows), the head's bootstrap target (`c51_targets`, `iqn_targets`), then
+`online_pass` (online net at s) and the head's loss terms (`c51_terms`, `iqn_terms`).
+`c51_loss` and `iqn_loss` are those pieces in sequence.
 """
 
 from __future__ import annotations
@@ -99,13 +98,10 @@ def _finish(
 
 
 @torch.no_grad()
-def c51_action_targets(
-    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
-) -> Tensor:
-    """Every next action's target distribution shifted to r + discount * z and projected onto
-    the support, [B, Br, A, atoms] float32; next_dist [B, Br, A, atoms] are the target
-    network's log-probs. Double DQN then keeps a*'s row (`take_action`): the projection is
-    per row, so projecting first gives a*'s target exactly, and it needs no a*."""
+def c51_targets(next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor) -> Tensor:
+    """The target network's next distributions shifted to r + discount * z and projected onto
+    the support, float32 [B, ..., atoms]; next_dist [B, ..., atoms] are log-probs (a*'s rows
+    [B, Br, atoms] for double DQN), returns and discounts [B]."""
     return project_per_sample(next_dist.float().exp(), returns, discounts, support)
 
 
@@ -140,7 +136,8 @@ def c51_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Categorical (C51) double-DQN loss, per branch: `c51_action_targets` then `c51_terms`.
+    """Categorical (C51) double-DQN loss, per branch: `c51_targets` of a*'s rows, then
+    `c51_terms`.
 
     obs/next_obs [B, obs_dim]; actions [B, Br] long; returns [B] (n-step discounted sum);
     discounts [B] (gamma^k, 0 after a termination); weights [B] IS weights; direction_labels [B]
@@ -158,12 +155,14 @@ def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
 
 
 @torch.no_grad()
-def iqn_action_targets(
-    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor | None
+def iqn_targets(
+    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor | None = None
 ) -> Tensor:
-    """r + discount * Z_target(s', a) for every next action at the target's N' taus,
-    [B, Br, A, N'] float32 (`support` is unused: the signature matches `c51_action_targets`)."""
-    return returns[:, None, None, None] + discounts[:, None, None, None] * next_dist.float()
+    """r + discount * Z_target(s', a) at the target's N' taus, float32 [B, ..., N'] for
+    next_dist [B, ..., N'] (a*'s rows [B, Br, N'] for double DQN) and returns, discounts [B]
+    (`support` is unused: the signature matches `c51_targets`)."""
+    per_sample = (-1,) + (1,) * (next_dist.dim() - 1)
+    return returns.view(per_sample) + discounts.view(per_sample) * next_dist.float()
 
 
 def iqn_terms(
@@ -204,7 +203,8 @@ def iqn_loss(
     direction_labels: Tensor,
     config: AgentConfig,
 ) -> LossOutput:
-    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_action_targets` then `iqn_terms`;
+    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_targets` of a*'s rows, then
+    `iqn_terms`;
     arguments as in `c51_loss`. Online taus: N = iqn_taus fresh samples."""
     return _in_sequence("iqn", online, target, obs, actions, returns, discounts, next_obs,
                         weights, direction_labels, config)
@@ -227,15 +227,14 @@ def _in_sequence(
     if config.head != head:
         raise ValueError(f"{head}_loss needs an agent config with head = {head!r}, "
                          f"got {config.head!r}")
-    action_targets, terms = HEADS[head]
+    targets, terms = HEADS[head]
     support = online.support if config.head == "c51" else None
     out = online_pass(online, obs, config)
-    every = action_targets(target_distributions(target, next_obs, config), returns, discounts,
-                           support)
-    target_value = take_action(every, greedy_next_actions(online, next_obs))
+    next_dist = target_distributions(target, next_obs, config)
+    chosen = take_action(next_dist, greedy_next_actions(online, next_obs))
+    target_value = targets(chosen, returns, discounts, support)
     return terms(out, actions, target_value, weights, direction_labels, config, support)
 
 
-HEADS = {"c51": (c51_action_targets, c51_terms), "iqn": (iqn_action_targets, iqn_terms)}
-"""Per head: (every next action's bootstrap target from the target network's distributions,
-loss terms)."""
+HEADS = {"c51": (c51_targets, c51_terms), "iqn": (iqn_targets, iqn_terms)}
+"""Per head: (the bootstrap target from the target network's next distributions, loss terms)."""
