@@ -184,9 +184,9 @@ def test_the_bootstrap_target_of_a_stars_rows_is_the_textbook_one(head):
     returns = torch.randn(b) * 3
     discounts = torch.where(torch.rand(b) < 0.2, 0.0, 0.99**3)
     support = torch.linspace(-10, 10, 51) if head == "c51" else None
-    targets = HEADS[head][0]
+    h = HEADS[head]
     chosen = take_action(next_dist, a_star)
-    target = targets(chosen, returns, discounts, support)
+    target = h.targets(*h.target_operands(chosen, returns, discounts, support))
     assert target.shape == (b, br, k) and target.dtype == torch.float32
     if head == "c51":
         expected = project_distribution(chosen.exp(), returns[:, None], discounts[:, None],
@@ -195,5 +195,5 @@ def test_the_bootstrap_target_of_a_stars_rows_is_the_textbook_one(head):
     else:
         expected = returns[:, None, None] + discounts[:, None, None] * chosen
     torch.testing.assert_close(target, expected, rtol=0, atol=1e-6)
-    every = targets(next_dist, returns, discounts, support)
+    every = h.targets(*h.target_operands(next_dist, returns, discounts, support))
     torch.testing.assert_close(take_action(every, a_star), target, rtol=0, atol=1e-6)

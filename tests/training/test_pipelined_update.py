@@ -67,8 +67,9 @@ def test_the_staged_target_is_double_dqns_with_the_weights_and_noise_the_update_
     # The target network as the staging left it: Polyak's weights, the noise drawn for it.
     next_dist = target_distributions(learner.target, next_obs, agent)
     a_star = greedy_next_actions(online0, next_obs)
-    expected = HEADS[agent.head][0](take_action(next_dist, a_star), b.ret, b.discount,
-                                    learner.online.support)
+    h = HEADS[agent.head]
+    expected = h.targets(*h.target_operands(take_action(next_dist, a_star), b.ret, b.discount,
+                                            learner.online.support))
     torch.testing.assert_close(staged.target, expected)
     # The online network has moved on since (new noise too), so the staging could not have used it.
     assert not torch.equal(learner.online.noise_workspace, online0.noise_workspace)

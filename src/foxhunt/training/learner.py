@@ -112,7 +112,7 @@ class Learner:
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
-        self._targets_fn, self._terms_fn = HEADS[a.head]
+        self._head = HEADS[a.head]
         self._support = self.online.support if a.head == "c51" else None
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._streams = SideStreams(device, 2, enabled=t.side_streams)
@@ -256,8 +256,8 @@ class Learner:
         and metrics."""
         with self._autocast():
             out = online_pass(self.online, batch.obs, self.spec.agent)
-            return self._terms_fn(out, batch.action, batch.target, batch.weight, batch.labels,
-                                  self.spec.agent, self._support)
+            return self._head.terms(out, batch.action, batch.target, batch.weight, batch.labels,
+                                    self.spec.agent, self._support)
 
     def _track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online."""
@@ -272,11 +272,11 @@ class Learner:
         fields, bootstrap = self._stage()
         return StagedBatch(*fields, self._stage_targets(*bootstrap))
 
-    def _stage(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, Tensor, Tensor]]:
+    def _stage(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
         """The next PER batch (StagedBatch's fields but the target), its observations at s
-        re-gathered, direction labels; and for `_stage_targets` the target network's
-        distributions (fresh noise) of the online network's a* at s', with the batch's n-step
-        returns and discounts."""
+        re-gathered, direction labels; and the operands of its target (`Head.target_operands`):
+        the target network's distributions (fresh noise) of the online network's a* at s', with
+        the batch's n-step returns and discounts."""
         b, env, agent = self.replay.sample(self.spec.train.batch_size), self.env, self.spec.agent
         obs = env.observe(b.bar, b.pos_state)
         next_obs = env.observe(b.next_bar, b.next_pos_state)
@@ -285,13 +285,11 @@ class Learner:
             next_dist = target_distributions(self.target, next_obs, agent)
             chosen = take_action(next_dist, greedy_next_actions(self.online, next_obs))
         fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
-        return fields, (chosen, b.ret, b.discount)
+        return fields, self._head.target_operands(chosen, b.ret, b.discount, self._support)
 
-    def _stage_targets(self, chosen: Tensor, ret: Tensor, discount: Tensor) -> Tensor:
-        """a*'s bootstrap target. A step of its own: compiled together with the target's pass,
-        inductor fused the log-softmax into the projection's reduction and recomputed it for
-        every output atom."""
-        return self._targets_fn(chosen, ret, discount, self._support)
+    def _stage_targets(self, *operands: Tensor) -> Tensor:
+        """a*'s bootstrap target, a step of its own (see `Head`)."""
+        return self._head.targets(*operands)
 
     def _adopt(self, *staged: Tensor) -> None:
         """The staged batch becomes `self.batch` (copied: an update's graph reads fixed

@@ -10,13 +10,15 @@ the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target ne
 Each loss is also available in the pieces it is made of, so that a trainer can run the
 independent ones side by side (on separate CUDA streams) and ahead of time:
 `greedy_next_actions` (online net at s'), `target_distributions` (target net at s'),
-`take_action` (a*'s rows), the head's bootstrap target (`c51_targets`, `iqn_targets`), then
-`online_pass` (online net at s) and the head's loss terms (`c51_terms`, `iqn_terms`).
+`take_action` (a*'s rows), the head's bootstrap target (`HEADS`: `c51_target_operands` then
+`c51_targets`, or the IQN pair), then `online_pass` (online net at s) and the head's loss
+terms (`c51_terms`, `iqn_terms`).
 `c51_loss` and `iqn_loss` are those pieces in sequence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -25,7 +27,7 @@ from torch import Tensor
 
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
-from foxhunt.agents.dqn.projection import project_per_sample
+from foxhunt.agents.dqn.projection import project_with_weights, projection_weights
 
 
 class LossOutput(NamedTuple):
@@ -98,11 +100,20 @@ def _finish(
 
 
 @torch.no_grad()
-def c51_targets(next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor) -> Tensor:
-    """The target network's next distributions shifted to r + discount * z and projected onto
-    the support, float32 [B, ..., atoms]; next_dist [B, ..., atoms] are log-probs (a*'s rows
-    [B, Br, atoms] for double DQN), returns and discounts [B]."""
-    return project_per_sample(next_dist.float().exp(), returns, discounts, support)
+def c51_target_operands(
+    next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
+) -> tuple[Tensor, Tensor]:
+    """(next probabilities float32 [B, ..., atoms], each sample's projection weights
+    [B, atoms, atoms]) for `c51_targets`; next_dist [B, ..., atoms] are the target network's
+    log-probs (a*'s rows [B, Br, atoms] for double DQN), returns and discounts [B]."""
+    return next_dist.float().exp(), projection_weights(returns, discounts, support)
+
+
+@torch.no_grad()
+def c51_targets(next_probs: Tensor, hat: Tensor) -> Tensor:
+    """The next distributions shifted to r + discount * z and projected onto the support,
+    float32 [B, ..., atoms], from `c51_target_operands`."""
+    return project_with_weights(next_probs, hat)
 
 
 def c51_terms(
@@ -155,14 +166,20 @@ def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
 
 
 @torch.no_grad()
-def iqn_targets(
+def iqn_target_operands(
     next_dist: Tensor, returns: Tensor, discounts: Tensor, support: Tensor | None = None
-) -> Tensor:
-    """r + discount * Z_target(s', a) at the target's N' taus, float32 [B, ..., N'] for
-    next_dist [B, ..., N'] (a*'s rows [B, Br, N'] for double DQN) and returns, discounts [B]
-    (`support` is unused: the signature matches `c51_targets`)."""
-    per_sample = (-1,) + (1,) * (next_dist.dim() - 1)
-    return returns.view(per_sample) + discounts.view(per_sample) * next_dist.float()
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(quantiles float32 [B, ..., N'], returns, discounts) for `iqn_targets`; next_dist are the
+    target network's quantiles (a*'s rows [B, Br, N'] for double DQN) at its N' taus, returns
+    and discounts [B] (`support` is unused: the signature matches `c51_target_operands`)."""
+    return next_dist.float(), returns, discounts
+
+
+@torch.no_grad()
+def iqn_targets(quantiles: Tensor, returns: Tensor, discounts: Tensor) -> Tensor:
+    """r + discount * Z_target(s', a), float32 [B, ..., N'], from `iqn_target_operands`."""
+    per_sample = (-1,) + (1,) * (quantiles.dim() - 1)
+    return returns.view(per_sample) + discounts.view(per_sample) * quantiles
 
 
 def iqn_terms(
@@ -227,14 +244,31 @@ def _in_sequence(
     if config.head != head:
         raise ValueError(f"{head}_loss needs an agent config with head = {head!r}, "
                          f"got {config.head!r}")
-    targets, terms = HEADS[head]
-    support = online.support if config.head == "c51" else None
+    h, support = HEADS[head], (online.support if config.head == "c51" else None)
     out = online_pass(online, obs, config)
     next_dist = target_distributions(target, next_obs, config)
     chosen = take_action(next_dist, greedy_next_actions(online, next_obs))
-    target_value = targets(chosen, returns, discounts, support)
-    return terms(out, actions, target_value, weights, direction_labels, config, support)
+    target_value = h.targets(*h.target_operands(chosen, returns, discounts, support))
+    return h.terms(out, actions, target_value, weights, direction_labels, config, support)
 
 
-HEADS = {"c51": (c51_targets, c51_terms), "iqn": (iqn_targets, iqn_terms)}
-"""Per head: (the bootstrap target from the target network's next distributions, loss terms)."""
+class Head(NamedTuple):
+    """A distributional head's loss pieces. The bootstrap target is two steps so that a trainer
+    can compile them apart: `target_operands` with the batch, `targets` on its stored results
+    (compiled as one graph, inductor fused C51's exp and projection weights into the
+    projection's reduction and recomputed them for every output atom: 2-3x the time, on SMs
+    the update's own kernels need)."""
+
+    target_operands: Callable[..., tuple[Tensor, ...]]
+    """(next distributions of the chosen actions [B, ..., K], returns [B], discounts [B],
+    support or None) -> operands of `targets`"""
+    targets: Callable[..., Tensor]
+    """operands -> bootstrap target [B, ..., K] float32"""
+    terms: Callable[..., LossOutput]
+    """(online pass, taken actions, target, IS weights, direction labels, config, support)"""
+
+
+HEADS = {
+    "c51": Head(c51_target_operands, c51_targets, c51_terms),
+    "iqn": Head(iqn_target_operands, iqn_targets, iqn_terms),
+}
