@@ -104,10 +104,16 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
     compiled = {name: getattr(lr, name) for name in COMPILED_STEPS}
     assert all(step.compiled for step in compiled.values())
     results = []
+    # What a run changes and the next one reads: the staged a* uses the online noise (which
+    # `prime` then redraws) and the draw count sets the IS exponent.
+    noise = [buf.clone() for buf in lr.online.noise_buffers()]
+    draws = lr.replay.sample_calls.clone()
     with inductor_config.patch(fallback_random=True):
         for steps in ({name: step.fn for name, step in compiled.items()}, compiled):
             for name, step in steps.items():
                 setattr(lr, name, step)
+            torch._foreach_copy_(lr.online.noise_buffers(), noise)
+            lr.replay.sample_calls.copy_(draws)
             torch.cuda.manual_seed(5)
             lr.prime()
             batch = lr.batch
@@ -115,10 +121,12 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
             lr.optimizer.zero_grad(set_to_none=True)
             out.loss.backward()
             grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]
-            results.append((batch.index.clone(), out.loss.detach(), out.td_abs, grads))
+            results.append((batch.index.clone(), batch.target.clone(), out.loss.detach(),
+                            out.td_abs, grads))
     assert lr.compiled
-    (i0, l0, td0, g0), (i1, l1, td1, g1) = results
+    (i0, t0, l0, td0, g0), (i1, t1, l1, td1, g1) = results
     assert torch.equal(i0, i1)
+    torch.testing.assert_close(t1, t0, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(l1, l0, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(td1, td0, rtol=1e-4, atol=1e-5)
     for a, b in zip(g0, g1, strict=True):

@@ -77,6 +77,10 @@ def test_bad_settings_are_named(kwargs, message):
         ClippedAdam(_params(4), **kwargs)
 
 
-def test_a_step_without_gradients_is_an_error():
-    with pytest.raises(RuntimeError, match="backward"):
-        ClippedAdam(_params(5), lr=1e-3).step()
+def test_a_step_without_every_gradient_is_an_error():
+    params = _params(5)
+    with pytest.raises(RuntimeError, match=r"parameters \[0, 1, 2\] have no gradient"):
+        ClippedAdam(params, lr=1e-3).step()
+    _set_grads(params[1:], 0, 1.0)
+    with pytest.raises(RuntimeError, match=r"parameters \[0\]"):
+        ClippedAdam(params, lr=1e-3).step()

@@ -49,22 +49,30 @@ class ClippedAdam(torch.optim.Optimizer):
         if closure is not None:
             raise ValueError("ClippedAdam.step takes no closure")
         group = self.param_groups[0]
-        params = [p for p in group["params"] if p.grad is not None]
-        if not params:
-            raise RuntimeError("ClippedAdam.step: no parameter has a gradient (call backward first)")
-        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        params = group["params"]
         grads = [p.grad for p in params]
-        grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]).float())
+        if any(g is None for g in grads):
+            missing = [i for i, g in enumerate(grads) if g is None]
+            raise RuntimeError(f"ClippedAdam.step: parameters {missing} have no gradient (every "
+                               "parameter steps every time; call backward first)")
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        states = [self.state[p] for p in params]
+        m, v, steps = ([s[k] for s in states] for k in ("exp_avg", "exp_avg_sq", "step"))
+        grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
         c = (group["max_norm"] / (grad_norm + 1e-6)).clamp(max=1.0)
-        for p, g in zip(params, grads, strict=True):
-            state = self.state[p]
-            m, v, t = state["exp_avg"], state["exp_avg_sq"], state["step"]
-            g = g * c
-            t += 1
-            m.lerp_(g, 1 - beta1)  # m_t = beta1 m_{t-1} + (1 - beta1) g_t
-            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)  # v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
-            # p_t = p_{t-1} - lr m_t / (1 - beta1^t) / (sqrt(v_t / (1 - beta2^t)) + eps)
-            step_size = lr / (1 - beta1**t)
-            denom = v.sqrt() / (1 - beta2**t).sqrt() + eps
-            p.sub_(step_size * m / denom)
+        # Multi-tensor ops: a few kernels for all parameters eagerly or in a captured graph,
+        # one fused pass when compiled.
+        g = torch._foreach_mul(grads, c)  # g_t, clipped
+        torch._foreach_add_(steps, 1)
+        t = steps[0]  # every parameter has taken every step
+        torch._foreach_lerp_(m, g, 1 - beta1)  # m_t = beta1 m_{t-1} + (1 - beta1) g_t
+        torch._foreach_mul_(v, beta2)
+        torch._foreach_addcmul_(v, g, g, value=1 - beta2)  # v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
+        # p_t = p_{t-1} - lr / (1 - beta1^t) * m_t / (sqrt(v_t) / sqrt(1 - beta2^t) + eps)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_div_(denom, (1 - beta2**t).sqrt())
+        torch._foreach_add_(denom, eps)
+        step = torch._foreach_div(m, denom)
+        torch._foreach_mul_(step, lr / (1 - beta1**t))
+        torch._foreach_sub_(params, step)
         return grad_norm
