@@ -60,10 +60,18 @@ def test_state_dicts_load_both_ways_with_torch_adam():
         _set_grads(ref, step, 1.0)
         opt.step()
         ref_opt.step()
-    fresh = ClippedAdam(_params(2), lr=1e-2)
-    fresh.load_state_dict(ref_opt.state_dict())
-    for p in fresh.param_groups[0]["params"]:
-        assert float(fresh.state[p]["step"]) == 3.0
+    fresh = ClippedAdam(_params(2), lr=1e-2, max_norm=0.5)
+    saved = ref_opt.state_dict()
+    for st in saved["state"].values():
+        st["step"] = st["step"].double()  # as an older checkpoint may hold it
+    fresh.load_state_dict(saved)
+    assert fresh.param_groups[0]["max_norm"] == 0.5  # torch's Adam has none: ours is kept
+    for p, q in zip(fresh.param_groups[0]["params"], ref, strict=True):
+        step = fresh.state[p]["step"]
+        assert float(step) == 3.0 and step.dtype == torch.float32 and step.device == p.device
+        torch.testing.assert_close(fresh.state[p]["exp_avg_sq"], ref_opt.state[q]["exp_avg_sq"])
+    _set_grads(fresh.param_groups[0]["params"], 3, 1.0)
+    fresh.step()
     torch.optim.Adam(_params(2), lr=1e-2).load_state_dict(opt.state_dict())
 
 

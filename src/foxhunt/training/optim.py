@@ -44,6 +44,19 @@ class ClippedAdam(torch.optim.Optimizer):
                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
             }
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        """As torch's, and then: settings the saved groups lack (a `torch.optim.Adam` state has
+        no max_norm) keep this optimiser's, and every step count is a float32 tensor on its
+        parameter's device (torch leaves it where it was saved, e.g. on the CPU of a checkpoint,
+        where a CUDA-graph-captured step could not read it)."""
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:
+            for key, value in self.defaults.items():
+                group.setdefault(key, value)
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
+
     @torch.no_grad()
     def step(self, closure: None = None) -> Tensor:  # type: ignore[override]
         if closure is not None:
