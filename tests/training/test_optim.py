@@ -9,7 +9,8 @@ from foxhunt.training.optim import ClippedAdam
 
 def _params(seed: int) -> list[torch.nn.Parameter]:
     g = torch.Generator().manual_seed(seed)
-    return [torch.nn.Parameter(torch.randn(shape, generator=g)) for shape in ((7, 5), (5,), (3, 2, 4))]
+    shapes = ((7, 5), (5,), (3, 2, 4))
+    return [torch.nn.Parameter(torch.randn(shape, generator=g)) for shape in shapes]
 
 
 def _set_grads(params, step: int, scale: float) -> None:

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, take_action, target_distributions
-
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec

@@ -2,10 +2,10 @@
 
 `collect()` takes one vectorised env step with the noisy online policy and stores it
 (`collect_block()` k of them); `update()` is one Rainbow update on the batch the previous one
-staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does). They keep every metric on the
-device in accumulators that the trainer reads once per epoch, and on CUDA each is captured once
-as a CUDA graph and replayed, its pieces compiled (`COMPILED_STEPS`) and the independent ones
-run on side streams (`Learner._update`).
+staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does).
+They keep every metric on the device in accumulators that the trainer reads once per epoch,
+and on CUDA each is captured once as a CUDA graph and replayed, its pieces compiled
+(`COMPILED_STEPS`) and the independent ones run on side streams (`Learner._update`).
 """
 
 from __future__ import annotations

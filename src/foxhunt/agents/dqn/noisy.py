@@ -145,7 +145,8 @@ class GroupedLinear(nn.Module):
         where that is possible: a shared input without autograd)."""
         return self._forward(x, relu, None)[0]
 
-    def forward_with(self, x: Tensor, extra: nn.Linear, relu: bool = False) -> tuple[Tensor, Tensor]:
+    def forward_with(self, x: Tensor, extra: nn.Linear,
+                     relu: bool = False) -> tuple[Tensor, Tensor]:
         """(the groups' outputs, `extra(x)`): a plain linear layer on the same shared input, its
         rows appended to the groups' in one matmul. Backward then takes one matmul for the
         input's gradient instead of two and a sum, and `extra`'s few outputs do not run on the
@@ -156,7 +157,8 @@ class GroupedLinear(nn.Module):
         assert side is not None
         return y, side
 
-    def _forward(self, x: Tensor, relu: bool, extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
+    def _forward(self, x: Tensor, relu: bool,
+                 extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
         weight, bias = self.weight_and_bias()
         g, out, i = weight.shape
         if self.out_pad:
