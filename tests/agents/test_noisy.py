@@ -154,3 +154,98 @@ def test_network_reset_noise_changes_every_noisy_buffer_in_one_draw():
     before = [b.clone() for b in buffers]
     net.reset_noise()
     assert all(not torch.equal(a, b) for a, b in zip(before, net.noise_buffers(), strict=True))
+
+
+# -- working weights -------------------------------------------------------------------------
+
+LAYERS = {
+    "noisy_linear": lambda: NoisyLinear(8, 6),
+    "grouped_shared": lambda: GroupedLinear(3, 8, 6, shared_input=True, noisy=True),
+    "grouped_per_group": lambda: GroupedLinear(3, 8, 6, shared_input=False, noisy=True),
+}
+
+
+def _input(layer: torch.nn.Module) -> torch.Tensor:
+    shape = (5, 3, 8) if getattr(layer, "shared_input", True) is False else (5, 8)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+
+
+def _noise(layer: torch.nn.Module, seed: int) -> None:
+    buffers = list(layer.noise_buffers())
+    draw_noise(buffers, torch.empty(sum(b.numel() for b in buffers)),
+               torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("kind", LAYERS)
+def test_working_weights_give_the_inline_composed_output_and_master_gradients(kind):
+    """float32 working copies: the same forward pass and, through `master_grads`, the same
+    mu and sigma gradients as composing mu + sigma * eps inside the pass, bit for bit."""
+    torch.manual_seed(5)
+    inline = LAYERS[kind]()
+    _noise(inline, 1)
+    working = LAYERS[kind]()
+    working.load_state_dict(inline.state_dict())
+    _noise(working, 1)
+    working.enable_working(torch.float32)
+    x = _input(inline)
+    (inline(x) ** 2).sum().backward()
+    (working(x) ** 2).sum().backward()
+    params = ("weight_mu", "weight_sigma", "bias_mu", "bias_sigma")
+    assert all(getattr(working, p).grad is None for p in params)  # they land on the copies
+    for name, grad in zip(params, working.master_grads(), strict=True):
+        assert torch.equal(grad, getattr(inline, name).grad), name
+
+
+def test_working_weights_keep_zero_padding_rows_and_eval_ignores_them():
+    layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)  # 3 outputs -> 8 rows
+    _noise(layer, 2)
+    layer.enable_working(torch.float32)
+    assert layer.weight_work.shape == (2, 8, 4) and layer.bias_work.shape == (2, 8)
+    assert not layer.weight_work[:, 3:].any() and not layer.bias_work[:, 3:].any()
+    layer.weight_work.data.fill_(7.0)  # a stale copy: eval reads the mean weights only
+    layer.eval()
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(layer(x), F.linear(x, layer.weight_mu.reshape(6, 4),
+                                                  layer.bias_mu.reshape(6)).view(5, 2, 3))
+
+
+def test_working_weights_hold_the_composed_weights_in_the_compute_dtype_until_recomposed():
+    torch.manual_seed(6)
+    layer = NoisyLinear(8, 6)
+    layer.enable_working(torch.bfloat16)
+    composed = layer.weight_mu + layer.weight_sigma * torch.outer(layer.eps_out, layer.eps_in)
+    assert layer.weight_work.dtype == torch.bfloat16 and layer.weight_work.requires_grad
+    assert torch.equal(layer.weight_work, composed.to(torch.bfloat16))
+    with torch.no_grad():
+        layer.weight_mu.add_(1.0)
+    assert torch.equal(layer.weight_work, composed.to(torch.bfloat16))  # not recomposed yet
+    layer.reset_noise()  # a layer's own reset recomposes
+    fresh = layer.weight_mu + layer.weight_sigma * torch.outer(layer.eps_out, layer.eps_in)
+    assert torch.equal(layer.weight_work, fresh.to(torch.bfloat16))
+
+
+def test_a_network_with_working_weights_computes_and_differentiates_as_one_without():
+    """`BranchingQNetwork.gradients()` in `parameters()` order equals autograd's gradients of the
+    same network composing its noise inline; `zero_grad` clears the working copies' too."""
+    config = AgentConfig(hidden=16, atoms=11, noisy_trunk=True)
+    torch.manual_seed(7)
+    inline = BranchingQNetwork(12, config)
+    working = BranchingQNetwork(12, config)
+    working.load_state_dict(inline.state_dict())
+    torch._foreach_copy_(working.noise_buffers(), inline.noise_buffers())
+    working.use_working_weights(torch.float32)
+    obs = torch.randn(9, 12)
+    for net in (inline, working):
+        out = net(obs)
+        (out.log_probs.exp()[..., 0].sum() + out.aux_logits.sum()).backward()
+    expected = [p.grad for p in inline.parameters()]
+    assert all(g is not None for g in expected)
+    for (name, _), a, b in zip(inline.named_parameters(), expected, working.gradients(),
+                               strict=True):
+        assert torch.equal(a, b), name
+    working.zero_grad()
+    assert all(g is None for g in working.gradients())
+    working.reset_noise()  # the network's reset recomposes every working copy
+    inline.load_state_dict(working.state_dict())
+    torch._foreach_copy_(inline.noise_buffers(), working.noise_buffers())
+    assert torch.equal(working(obs).log_probs, inline(obs).log_probs)

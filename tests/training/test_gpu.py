@@ -118,9 +118,9 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
             lr.prime()
             batch = lr.batch
             out = lr._loss(batch)
-            lr.optimizer.zero_grad(set_to_none=True)
+            lr.online.zero_grad(set_to_none=True)
             out.loss.backward()
-            grads = [p.grad.clone() for p in lr.online.parameters() if p.grad is not None]
+            grads = [g.clone() for g in lr.online.gradients()]
             results.append((batch.index.clone(), batch.target.clone(), out.loss.detach(),
                             out.td_abs, grads))
     assert lr.compiled

@@ -102,3 +102,21 @@ def test_a_step_without_every_gradient_is_an_error():
     _set_grads(params[1:], 0, 1.0)
     with pytest.raises(RuntimeError, match=r"parameters \[0\]"):
         ClippedAdam(params, lr=1e-3).step()
+
+
+def test_explicit_gradients_step_as_the_parameters_own_would(math):
+    """`step(grads=...)`: gradients handed in parameter order (derived elsewhere, e.g. from a
+    noisy layer's working weights) give the step `.grad` would have given."""
+    ours, ref = _params(0), _params(0)
+    opt = ClippedAdam(ours, lr=1e-2, max_norm=1.0)
+    ref_opt = ClippedAdam(ref, lr=1e-2, max_norm=1.0)
+    for step in range(3):
+        _set_grads(ref, step, 5.0)
+        grads = [p.grad.clone() for p in ref]
+        torch.testing.assert_close(opt.step(grads=grads), ref_opt.step(), rtol=0, atol=0)
+    for a, b in zip(ours, ref, strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="2 gradients for 3 parameters"):
+        opt.step(grads=grads[:2])
+    with pytest.raises(RuntimeError, match=r"parameters \[1\] have no gradient"):
+        opt.step(grads=[grads[0], None, grads[2]])

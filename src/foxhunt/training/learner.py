@@ -107,6 +107,10 @@ class Learner:
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
             ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
+        # The noisy layers' weights, composed ahead in the dtype the passes compute in (see
+        # `_apply_gradients`).
+        for net in (self.online, self.target):
+            net.use_working_weights(torch.bfloat16 if self.autocast else torch.float32)
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
                                      max_norm=a.grad_clip)
         self.replay = PrioritizedReplay(
@@ -170,7 +174,7 @@ class Learner:
         bar, pos_state = env.state()
         with torch.no_grad(), self._autocast():
             self.online.reset_noise(self.generator)
-            action = self.online.act(env.observe(bar, pos_state))
+            action = self.online.act(env.observe(bar, pos_state), self.generator)
         r = env.step(action)
         return (bar, pos_state, action, r.reward, r.terminated, r.truncated, r.next_bar,
                 r.next_pos_state, r.position, r.trades_closed)
@@ -197,7 +201,7 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      loss ─ backward ─┬────────────┬ norm, clip, Adam, metrics ┐
+            main      loss ─ backward ─┬────────────┬ clip, Adam, next weights ┐
             branch 0   └ new priorities ┴ adopt      │                           │
             branch 1  Polyak, next batch, a*, target ┘                           │
                       (the update ends when all three have) ─────────────────────┘
@@ -226,16 +230,16 @@ class Learner:
             self._track_online()
             staged = self._next_batch()
         with side.branch(0):
-            # After the next batch is drawn and its a* picked: these priorities change the draw,
-            # and `_adopt` redraws the online noise that a* is picked with.
+            # After the next batch is staged: these priorities change its draw, and `_adopt`
+            # (next on this branch) copies it.
             side.wait(0, 1)
             td_p99 = self._reprioritise(batch.index, loss.td_abs)
-        self.optimizer.zero_grad(set_to_none=True)
+        self.online.zero_grad(set_to_none=True)
         loss.loss.backward()
         side.join(0)  # the TD p99, long done
-        with side.branch(0):  # after backward, which reads this batch and the online noise
+        with side.branch(0):  # after backward, which reads this batch
             self._adopt(*staged)
-        side.join(1)  # Adam writes the weights Polyak and a* read
+        side.join(1)  # Adam writes the weights (and working weights) Polyak and a* read
         self._apply_gradients(loss.metrics, td_p99)
         side.join()
 
@@ -244,10 +248,12 @@ class Learner:
         `update()` directly). A batch staged before a collect phase is stale, so every run of
         updates starts with a fresh one."""
         with float32_matmul_precision(self.spec.train.matmul_precision):
+            self.online.compose_working_weights()  # the weights may have been loaded since
             staged = self._next_batch()
             if self.batch is None:
                 self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
             self._adopt(*staged)
+            self.online.reset_noise(self.generator)  # the first update's noise
 
     # The compiled pieces of an update, in the order `_update` runs them.
 
@@ -255,7 +261,7 @@ class Learner:
         """The online network at s against the staged target: the loss, per-sample TD errors
         and metrics."""
         with self._autocast():
-            out = online_pass(self.online, batch.obs, self.spec.agent)
+            out = online_pass(self.online, batch.obs, self.spec.agent, self.generator)
             return self._head.terms(out, batch.action, batch.target, batch.weight, batch.labels,
                                     self.spec.agent, self._support)
 
@@ -282,8 +288,9 @@ class Learner:
         next_obs = env.observe(b.next_bar, b.next_pos_state)
         self.target.reset_noise(self.generator)
         with self._autocast():
-            next_dist = target_distributions(self.target, next_obs, agent)
-            chosen = take_action(next_dist, greedy_next_actions(self.online, next_obs))
+            next_dist = target_distributions(self.target, next_obs, agent, self.generator)
+            chosen = take_action(next_dist,
+                                 greedy_next_actions(self.online, next_obs, self.generator))
         fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
         return fields, self._head.target_operands(chosen, b.ret, b.discount, self._support)
 
@@ -293,15 +300,24 @@ class Learner:
 
     def _adopt(self, *staged: Tensor) -> None:
         """The staged batch becomes `self.batch` (copied: an update's graph reads fixed
-        addresses), and the online network draws its noise for that batch's update."""
+        addresses)."""
         for dst, src in zip(self.batch, staged, strict=True):
             dst.copy_(src)
-        self.online.reset_noise(self.generator)
 
     def _apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
         """Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`: one pass),
-        and the update's metrics summed."""
-        grad_norm = self.optimizer.step()
+        the next update's online noise and working weights, and the update's metrics summed.
+
+        The loss pass computed with the noisy layers' working weights (mu + sigma * eps in the
+        pass's dtype), so their gradients arrive there; the masters' are derived from them with
+        this update's noise before the next is drawn. Composing the next working weights here,
+        in the optimiser's own pass over the parameters, saves the update's loss pass and its
+        a* pass a read of every noisy mu and sigma, and its backward pass the write of their
+        gradients."""
+        grads = self.online.gradients()
+        self.online.draw_noise(self.generator)
+        grad_norm = self.optimizer.step(grads=grads)
+        self.online.compose_working_weights()
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
             metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),

@@ -58,12 +58,19 @@ class ClippedAdam(torch.optim.Optimizer):
                 state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
 
     @torch.no_grad()
-    def step(self, closure: None = None) -> Tensor:  # type: ignore[override]
+    def step(self, closure: None = None,  # type: ignore[override]
+             grads: list[Tensor | None] | None = None) -> Tensor:
+        """One step on the parameters' `.grad`, or on `grads` (one per parameter, in order:
+        e.g. `BranchingQNetwork.gradients()`, which derives some from working weights)."""
         if closure is not None:
             raise ValueError("ClippedAdam.step takes no closure")
         group = self.param_groups[0]
         params = group["params"]
-        grads = [p.grad for p in params]
+        if grads is None:
+            grads = [p.grad for p in params]
+        elif len(grads) != len(params):
+            raise ValueError(f"ClippedAdam.step: {len(grads)} gradients for {len(params)} "
+                             "parameters")
         if any(g is None for g in grads):
             missing = [i for i, g in enumerate(grads) if g is None]
             raise RuntimeError(f"ClippedAdam.step: parameters {missing} have no gradient (every "

@@ -45,27 +45,30 @@ def take_action(values: Tensor, actions: Tensor) -> Tensor:
     return values.gather(2, index).squeeze(2)
 
 
-def online_pass(online: BranchingQNetwork, obs: Tensor, config: AgentConfig) -> QOutput:
-    """The online network at s, with grad (IQN: at N = iqn_taus fresh taus)."""
+def online_pass(online: BranchingQNetwork, obs: Tensor, config: AgentConfig,
+                generator: torch.Generator | None = None) -> QOutput:
+    """The online network at s, with grad (IQN: at N = iqn_taus fresh taus from `generator`)."""
     taus = None
     if config.head == "iqn":
-        taus = online.sample_taus(obs.shape[0], config.iqn_taus, obs)
+        taus = online.sample_taus(obs.shape[0], config.iqn_taus, obs, generator)
     return online(obs, taus)
 
 
 @torch.no_grad()
-def greedy_next_actions(online: BranchingQNetwork, next_obs: Tensor) -> Tensor:
+def greedy_next_actions(online: BranchingQNetwork, next_obs: Tensor,
+                        generator: torch.Generator | None = None) -> Tensor:
     """Double DQN's a* = argmax_a E[Z_online(s', a)] in each branch, [B, Br] long."""
-    return online.q_values(next_obs).argmax(dim=-1)
+    return online.q_values(next_obs, generator).argmax(dim=-1)
 
 
 @torch.no_grad()
-def target_distributions(target: BranchingQNetwork, next_obs: Tensor, config: AgentConfig) -> Tensor:
+def target_distributions(target: BranchingQNetwork, next_obs: Tensor, config: AgentConfig,
+                         generator: torch.Generator | None = None) -> Tensor:
     """Z_target(s', a) for every branch and action, [B, Br, A, K]: C51 log-probabilities, or
-    IQN quantiles at N' = iqn_target_taus fresh taus."""
+    IQN quantiles at N' = iqn_target_taus fresh taus from `generator`."""
     taus = None
     if config.head == "iqn":
-        taus = target.sample_taus(next_obs.shape[0], config.iqn_target_taus, next_obs)
+        taus = target.sample_taus(next_obs.shape[0], config.iqn_target_taus, next_obs, generator)
     return target.distributions(next_obs, taus)
 
 

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from foxhunt.agents.dqn.act_kernel import greedy_c51
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
-from foxhunt.agents.dqn.noisy import ALIGN, GroupedLinear, NoisyLinear, draw_noise
+from foxhunt.agents.dqn.noisy import ALIGN, GroupedLinear, NoisyLinear, NoisyWeights, draw_noise
 from foxhunt.errors import ConfigError
 
 
@@ -254,10 +254,12 @@ class BranchingQNetwork(nn.Module):
             x = F.pad(x, (0, self.input_pad))
         return self.trunk(x)
 
-    def sample_taus(self, batch: int, n: int, like: Tensor) -> Tensor:
-        """U(0, 1) taus in training; midpoints (i + 0.5) / n in eval(), so eval is deterministic."""
+    def sample_taus(self, batch: int, n: int, like: Tensor,
+                    generator: torch.Generator | None = None) -> Tensor:
+        """U(0, 1) taus in training (from `generator`: pass one for a reproducible CPU run);
+        midpoints (i + 0.5) / n in eval(), so eval is deterministic."""
         if self.training:
-            return torch.rand(batch, n, device=like.device, dtype=like.dtype)
+            return torch.rand(batch, n, device=like.device, dtype=like.dtype, generator=generator)
         mid = (torch.arange(n, device=like.device, dtype=like.dtype) + 0.5) / n
         return mid.expand(batch, n)
 
@@ -296,29 +298,77 @@ class BranchingQNetwork(nn.Module):
             return (dist.exp() * self.support).sum(dim=-1)
         return dist.mean(dim=-1)
 
-    def q_values(self, obs: Tensor) -> Tensor:
-        """Expected return per branch and action [B, Br, A] (the direction head is skipped)."""
-        return self.expected_q(self.distributions(obs))
+    def q_values(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Expected return per branch and action [B, Br, A] (the direction head is skipped);
+        IQN's taus come from `generator` (see `sample_taus`)."""
+        taus = None
+        if self.config.head == "iqn":
+            taus = self.sample_taus(obs.shape[0], self.config.iqn_taus, obs, generator)
+        return self.expected_q(self.distributions(obs, taus))
 
     @torch.no_grad()
-    def act(self, obs: Tensor) -> Tensor:
+    def act(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Greedy action per branch [B, Br] (long); ties go to the lowest, safe-default index.
-        C51 goes through `greedy_c51` (one fused kernel on CUDA)."""
+        C51 goes through `greedy_c51` (one fused kernel on CUDA); IQN's taus come from
+        `generator`."""
         if self.config.head == "c51":
             value, adv = self.heads.logits(self.features(obs))
             return greedy_c51(value, adv, self.support)[0]
-        return self.q_values(obs).argmax(dim=-1)
+        return self.q_values(obs, generator).argmax(dim=-1)
 
     def noise_buffers(self) -> list[Tensor]:
         return [b for m in self.modules() if m is not self and hasattr(m, "noise_buffers")
                 for b in m.noise_buffers()]  # fmt: skip
 
+    def noisy_layers(self) -> list[NoisyWeights]:
+        return [m for m in self.modules()
+                if isinstance(m, NoisyWeights) and getattr(m, "noisy", True)]  # fmt: skip
+
     @torch.no_grad()
-    def reset_noise(self, generator: torch.Generator | None = None) -> None:
-        """Fresh noise in every noisy layer, from one normal draw."""
+    def draw_noise(self, generator: torch.Generator | None = None) -> None:
+        """Fresh noise in every noisy layer, from one normal draw; working weights are left as
+        they are (`compose_working_weights` must follow before a training-mode pass)."""
         buffers = self.noise_buffers()
         if buffers:
             draw_noise(buffers, self.noise_workspace, generator)
+
+    @torch.no_grad()
+    def reset_noise(self, generator: torch.Generator | None = None) -> None:
+        """Fresh noise in every noisy layer, from one normal draw, and the working weights
+        composed with it."""
+        self.draw_noise(generator)
+        self.compose_working_weights()
+
+    # -- working weights (see `noisy.NoisyWeights`) --------------------------------------------
+
+    def use_working_weights(self, dtype: torch.dtype) -> None:
+        """From now on every noisy layer computes in training mode with working copies of its
+        noisy weights in `dtype`, composed ahead. `reset_noise` composes them; whoever changes
+        the parameters otherwise calls `compose_working_weights` (the learner's optimiser step
+        does), and takes the gradients from `gradients()`."""
+        for layer in self.noisy_layers():
+            layer.enable_working(dtype)
+
+    @torch.no_grad()
+    def compose_working_weights(self) -> None:
+        for layer in self.noisy_layers():
+            layer.compose_working()
+
+    def gradients(self) -> list[Tensor | None]:
+        """Every parameter's gradient in `parameters()` order; a noisy layer's from its working
+        weights' gradients when it has working weights (`NoisyWeights.master_grads`)."""
+        mapped: dict[int, Tensor | None] = {}
+        for layer in self.noisy_layers():
+            if layer.weight_work is not None:
+                params = (layer.weight_mu, layer.weight_sigma, layer.bias_mu, layer.bias_sigma)
+                mapped.update(zip(map(id, params), layer.master_grads(), strict=True))
+        return [mapped.get(id(p), p.grad) for p in self.parameters()]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """The parameters' gradients and the working weights' (always to None for those)."""
+        super().zero_grad(set_to_none)
+        for layer in self.noisy_layers():
+            layer.clear_working_grads()
 
     def layout_info(self) -> dict[str, object]:
         """What besides parameter shapes a checkpoint must match (see `layout_fingerprint`)."""

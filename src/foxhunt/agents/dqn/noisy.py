@@ -4,6 +4,14 @@ Noise lives in preallocated buffers refilled in place, so a CUDA graph that capt
 pass sees fresh noise on every replay once the refill is captured too. `draw_noise` refills every
 noisy layer of a network from one normal draw (three kernels however many layers there are),
 which is what the networks use; a layer's own `reset_noise` is the same draw for one layer.
+
+Working weights (`NoisyWeights`, opt-in): the matrix a noisy layer computes with in training,
+mu + sigma * eps_out eps_in^T, can be composed ahead into a buffer in the compute dtype (bf16
+under autocast) instead of inside every forward pass, like the low-precision model copy of
+mixed-precision training (Micikevicius et al. 2018, "Mixed Precision Training"). Whoever changes
+mu, sigma or the noise then composes it again; the learner does so inside its optimiser step,
+where the new weights are in hand, and takes the masters' gradients from the working copy's
+(`master_grads`): grad mu = G, grad sigma = G * eps_out eps_in^T for G the working copy's.
 """
 
 from __future__ import annotations
@@ -50,8 +58,75 @@ def _linear_relu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
-class NoisyLinear(nn.Module):
+class NoisyWeights:
+    """Working weights for a factorised noisy layer (see the module docstring).
+
+    The layer has parameters weight_mu, weight_sigma [..., out, in], bias_mu, bias_sigma
+    [..., out], noise buffers eps_out [..., out], eps_in [..., in], and `out_pad` zero rows past
+    `out_features` in its matmul operands. Once `enable_working` has run, training-mode forward
+    passes read `weight_work` [..., out + out_pad, in] and `bias_work` [..., out + out_pad] as they
+    stand: `compose_working` must follow every change of the parameters or the noise.
+    """
+
+    weight_mu: Tensor
+    weight_sigma: Tensor
+    bias_mu: Tensor
+    bias_sigma: Tensor
+    eps_out: Tensor
+    eps_in: Tensor
+    out_features: int
+    out_pad: int
+    weight_work: Tensor | None
+    bias_work: Tensor | None
+
+    def _init_working(self: nn.Module) -> None:
+        self.register_buffer("weight_work", None, persistent=False)
+        self.register_buffer("bias_work", None, persistent=False)
+
+    def enable_working(self, dtype: torch.dtype) -> None:
+        """Allocate the working copies in `dtype` (zero padding rows included) and compose them.
+        They take gradients when the parameters do."""
+        mu = self.weight_mu
+        rows = self.out_features + self.out_pad
+        self.weight_work = mu.new_zeros(*mu.shape[:-2], rows, mu.shape[-1], dtype=dtype)
+        self.bias_work = mu.new_zeros(*mu.shape[:-2], rows, dtype=dtype)
+        self.compose_working()
+        self.weight_work.requires_grad_(mu.requires_grad)
+        self.bias_work.requires_grad_(mu.requires_grad)
+
+    @torch.no_grad()
+    def compose_working(self) -> None:
+        """weight_work <- mu + sigma * eps_out eps_in^T with the current noise (bias alike)."""
+        if self.weight_work is None:
+            return
+        out = self.out_features
+        weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
+        self.weight_work[..., :out, :].copy_(weight)
+        self.bias_work[..., :out].copy_(torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out))
+
+    def master_grads(self) -> tuple[Tensor | None, ...]:
+        """Gradients of (weight_mu, weight_sigma, bias_mu, bias_sigma) from the working copies'
+        (float32; None where the working copy has none), for the noise they were composed with."""
+        out = self.out_features
+        g_w = None if self.weight_work.grad is None else self.weight_work.grad[..., :out, :].float()
+        g_b = None if self.bias_work.grad is None else self.bias_work.grad[..., :out].float()
+        outer = self.eps_out.unsqueeze(-1) * self.eps_in.unsqueeze(-2)
+        return (g_w, None if g_w is None else g_w * outer,
+                g_b, None if g_b is None else g_b * self.eps_out)
+
+    def clear_working_grads(self) -> None:
+        for t in (self.weight_work, self.bias_work):
+            if t is not None:
+                t.grad = None
+
+    def _uses_working(self: nn.Module) -> bool:
+        return self.training and self.weight_work is not None
+
+
+class NoisyLinear(NoisyWeights, nn.Module):
     """y = (mu_w + sigma_w * eps_out eps_in^T) x + mu_b + sigma_b * eps_out; eval() uses mu only."""
+
+    out_pad = 0
 
     def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
         super().__init__()
@@ -62,6 +137,7 @@ class NoisyLinear(nn.Module):
         self.bias_sigma = nn.Parameter(torch.empty(out_features))
         self.register_buffer("eps_in", torch.zeros(in_features), persistent=False)
         self.register_buffer("eps_out", torch.zeros(out_features), persistent=False)
+        self._init_working()
         self.reset_parameters()
         self.reset_noise()
 
@@ -79,10 +155,13 @@ class NoisyLinear(nn.Module):
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
         _scaled_noise(self.eps_in, generator)
         _scaled_noise(self.eps_out, generator)
+        self.compose_working()
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
+        if self._uses_working():
+            return F.linear(x, self.weight_work, self.bias_work)
         weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
         bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
         return F.linear(x, weight, bias)
@@ -91,7 +170,7 @@ class NoisyLinear(nn.Module):
         return f"in={self.in_features}, out={self.out_features}, sigma0={self.sigma0}"
 
 
-class GroupedLinear(nn.Module):
+class GroupedLinear(NoisyWeights, nn.Module):
     """`groups` independent linear layers (plain, or factorised-noisy each with its own noise)
     evaluated as one matrix product: the parallel streams of a branching head cost one kernel,
     not one per stream.
@@ -129,6 +208,7 @@ class GroupedLinear(nn.Module):
             self.bias_sigma = nn.Parameter(torch.full_like(self.bias_mu, sigma0 * bound))
             self.register_buffer("eps_in", torch.zeros(groups, in_features), persistent=False)
             self.register_buffer("eps_out", torch.zeros(groups, out_features), persistent=False)
+            self._init_working()
 
     def noise_buffers(self) -> tuple[Tensor, ...]:
         return (self.eps_in, self.eps_out) if self.noisy else ()
@@ -157,21 +237,31 @@ class GroupedLinear(nn.Module):
         assert side is not None
         return y, side
 
-    def _forward(self, x: Tensor, relu: bool,
-                 extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
+    def _operands(self) -> tuple[Tensor, Tensor]:
+        """`weight_and_bias()` zero-padded to out + out_pad rows: the working copies where the
+        layer has them (already padded)."""
+        if self.noisy and self._uses_working():
+            return self.weight_work, self.bias_work
         weight, bias = self.weight_and_bias()
-        g, out, i = weight.shape
         if self.out_pad:
             weight, bias = F.pad(weight, (0, 0, 0, self.out_pad)), F.pad(bias, (0, self.out_pad))
-        o = out + self.out_pad
+        return weight, bias
+
+    def _forward(self, x: Tensor, relu: bool,
+                 extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
+        weight, bias = self._operands()
+        g, o, i = weight.shape
+        out = self.out_features
         side = None
         fused = relu and self.shared_input and extra is None and not torch.is_grad_enabled()
         if self.shared_input:
             weight, bias = weight.reshape(g * o, i), bias.reshape(g * o)
             if extra is not None:
                 pad = -extra.out_features % ALIGN
-                weight = torch.cat((weight, F.pad(extra.weight, (0, 0, 0, pad))))
-                bias = torch.cat((bias, F.pad(extra.bias, (0, pad))))
+                # In the working copy's dtype (bf16 under autocast, which would cast it anyway).
+                extra_w, extra_b = extra.weight.to(weight.dtype), extra.bias.to(bias.dtype)
+                weight = torch.cat((weight, F.pad(extra_w, (0, 0, 0, pad))))
+                bias = torch.cat((bias, F.pad(extra_b, (0, pad))))
             y = (_linear_relu if fused else F.linear)(x, weight, bias)
             if extra is not None:
                 side = y[..., g * o : g * o + extra.out_features]
