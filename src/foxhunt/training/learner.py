@@ -25,7 +25,6 @@ from foxhunt.agents.dqn.losses import (
     take_action,
     target_distributions,
 )
-from foxhunt.agents.dqn.noisy import draw_noise
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
@@ -38,8 +37,8 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act_step", "_store", "_loss", "_reprioritise", "_stage", "_stage_targets", "_adopt",
-    "_apply_gradients",
+    "_act_step", "_store", "_loss", "_reprioritise", "_track_online", "_stage", "_stage_targets",
+    "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -112,10 +111,6 @@ class Learner:
         # `_apply_gradients`).
         for net in (self.online, self.target):
             net.use_working_weights(torch.bfloat16 if self.autocast else torch.float32)
-        # Both networks' noise, drawn together once per update (`_apply_gradients`).
-        self._noise_buffers = [*self.online.noise_buffers(), *self.target.noise_buffers()]
-        self._noise_workspace = torch.zeros(sum(b.numel() for b in self._noise_buffers),
-                                            device=device)
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
                                      max_norm=a.grad_clip)
         self.replay = PrioritizedReplay(
@@ -206,9 +201,9 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      loss ─ backward ─┬────────────┬ Adam, Polyak, next noise ┐
+            main      loss ─ backward ─┬────────────┬ clip, Adam, next weights ┐
             branch 0   └ new priorities ┴ adopt      │                           │
-            branch 1  next batch, a*, target pass ───┘                           │
+            branch 1  Polyak, next batch, a*, target ┘                           │
                       (the update ends when all three have) ─────────────────────┘
 
         Everything the next update needs but its loss pass moves one update ahead, beside this
@@ -218,12 +213,10 @@ class Learner:
           priority for one more draw, out of a replay of up to millions);
         - its bootstrap target: a* at s' picked by the online network with the weights and the
           noise this update runs with, valued by the target network after Polyak has moved it
-          toward those same weights (at the end of the previous update). Both see online weights
-          one gradient step older than the textbook's (a* directly, the target through Polyak's
-          tau share), a lag far below the target network's own of about 1 / tau updates.
-        The update's critical path is then one pass at s, its loss, backward and the optimiser
-        step, which also moves the target network and draws and composes both networks' next
-        noisy weights (`_apply_gradients`).
+          toward those same weights. Both see online weights one gradient step older than the
+          textbook's (a* directly, the target through Polyak's tau share), a lag far below the
+          target network's own of about 1 / tau updates.
+        The update's critical path is then one pass at s, its loss, backward and Adam.
         """
         batch = self.batch
         if batch is None:
@@ -234,6 +227,7 @@ class Learner:
         loss = self._loss(batch)
         # Queued after the loss pass, so that a graph launches that first.
         with side.branch(1, after=start):
+            self._track_online()
             staged = self._next_batch()
         with side.branch(0):
             # After the next batch is staged: these priorities change its draw, and `_adopt`
@@ -245,7 +239,7 @@ class Learner:
         side.join(0)  # the TD p99, long done
         with side.branch(0):  # after backward, which reads this batch
             self._adopt(*staged)
-        side.join(1)  # the optimiser step writes the weights that both passes read
+        side.join(1)  # Adam writes the weights (and working weights) Polyak and a* read
         self._apply_gradients(loss.metrics, td_p99)
         side.join()
 
@@ -255,7 +249,6 @@ class Learner:
         updates starts with a fresh one."""
         with float32_matmul_precision(self.spec.train.matmul_precision):
             self.online.compose_working_weights()  # the weights may have been loaded since
-            self.target.reset_noise(self.generator)
             staged = self._next_batch()
             if self.batch is None:
                 self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
@@ -272,6 +265,10 @@ class Learner:
             return self._head.terms(out, batch.action, batch.target, batch.weight, batch.labels,
                                     self.spec.agent, self._support)
 
+    def _track_online(self) -> None:
+        """Polyak: target <- (1 - tau) target + tau online."""
+        self._polyak()
+
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
         """New priorities for the sampled transitions; returns the batch's TD-error p99."""
         self.replay.update_priorities(index, td_abs)
@@ -284,11 +281,12 @@ class Learner:
     def _stage(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
         """The next PER batch (StagedBatch's fields but the target), its observations at s
         re-gathered, direction labels; and the operands of its target (`Head.target_operands`):
-        the target network's distributions (with the noise the last optimiser step drew) of the
-        online network's a* at s', with the batch's n-step returns and discounts."""
+        the target network's distributions (fresh noise) of the online network's a* at s', with
+        the batch's n-step returns and discounts."""
         b, env, agent = self.replay.sample(self.spec.train.batch_size), self.env, self.spec.agent
         obs = env.observe(b.bar, b.pos_state)
         next_obs = env.observe(b.next_bar, b.next_pos_state)
+        self.target.reset_noise(self.generator)
         with self._autocast():
             next_dist = target_distributions(self.target, next_obs, agent, self.generator)
             chosen = take_action(next_dist,
@@ -307,22 +305,19 @@ class Learner:
             dst.copy_(src)
 
     def _apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
-        """The optimiser step and everything else that rewrites the networks, in one pass over
-        the parameters: Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`),
-        Polyak (target <- (1 - tau) target + tau online), both networks' noise for the next
-        update and their working weights composed with it; and the update's metrics summed.
+        """Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`: one pass),
+        the next update's online noise and working weights, and the update's metrics summed.
 
         The loss pass computed with the noisy layers' working weights (mu + sigma * eps in the
         pass's dtype), so their gradients arrive there; the masters' are derived from them with
-        this update's noise before the next is drawn. Composing working weights here, where the
-        new weights are in hand, saves the passes of the next update (loss, a*, target) a read of
-        every noisy mu and sigma each, and the backward pass the write of their gradients."""
+        this update's noise before the next is drawn. Composing the next working weights here,
+        in the optimiser's own pass over the parameters, saves the update's loss pass and its
+        a* pass a read of every noisy mu and sigma, and its backward pass the write of their
+        gradients."""
         grads = self.online.gradients()
-        draw_noise(self._noise_buffers, self._noise_workspace, self.generator)
+        self.online.draw_noise(self.generator)
         grad_norm = self.optimizer.step(grads=grads)
-        self._polyak()
         self.online.compose_working_weights()
-        self.target.compose_working_weights()
         self.update_acc += torch.stack((
             metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
             metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),
