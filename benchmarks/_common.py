@@ -170,8 +170,6 @@ def kernel_timeline(fn: Callable[[], object], device: torch.device) -> dict[str,
     """
     if device.type != "cuda":
         return {}
-    import tempfile
-
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(3):
@@ -180,11 +178,7 @@ def kernel_timeline(fn: Callable[[], object], device: torch.device) -> dict[str,
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize(device)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text()).get("traceEvents", [])
-    return timeline_summary([e for e in events if e.get("cat") == "kernel"])
+    return timeline_summary([e for e in _chrome_trace(prof) if e.get("cat") == "kernel"])
 
 
 def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
@@ -215,13 +209,24 @@ def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
-                  prefix: str = "foxhunt.") -> dict[str, float]:
-    """Time per call of `fn` spent in each profiler range named `prefix...` and in autograd's
-    backward nodes, in ms: the kernels' summed device time on CUDA, CPU time elsewhere.
+def _chrome_trace(prof: Any) -> list[dict[str, Any]]:
+    import tempfile
 
-    Run `fn` uncaptured (a CUDA-graph replay has no ranges). Ranges on side streams overlap in
-    wall time, so the values add up to more than a step takes; they say where the work is."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text()).get("traceEvents", [])
+
+
+def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
+                  prefix: str = "foxhunt.") -> dict[str, dict[str, float]]:
+    """Per call of `fn`, what each profiler range named `prefix...` costs: on CUDA the kernels
+    it launched (`kernel_attribution`: count and summed device time), elsewhere its CPU time
+    (and autograd's backward nodes'), as {piece: {"kernels": n, "ms": t}} ("kernels" on CUDA
+    only).
+
+    Run `fn` uncaptured (a CUDA-graph replay has no ranges). Pieces on side streams overlap in
+    wall time, so the times add up to more than a step takes; they say where the work is."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = device.type == "cuda"
@@ -234,7 +239,12 @@ def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
             fn()
         if cuda:
             torch.cuda.synchronize(device)
-    out: dict[str, float] = {}
+    if cuda:
+        pieces = kernel_attribution(_chrome_trace(prof), prefix)
+        out = {k: {"kernels": round(v["kernels"] / iters, 1),
+                   "ms": round(v["kernel_us"] / iters / 1e3, 4)} for k, v in pieces.items()}
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]["ms"]))
+    cpu: dict[str, float] = {}
     for row in prof.key_averages():
         if row.key.startswith(prefix):
             name = row.key[len(prefix):]
@@ -242,9 +252,45 @@ def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
             name = "backward." + row.key.split(": ", 1)[1]
         else:
             continue
-        total = row.device_time_total if cuda else row.cpu_time_total
-        out[name] = out.get(name, 0.0) + total / iters / 1e3
-    return {k: round(v, 4) for k, v in sorted(out.items(), key=lambda kv: -kv[1]) if v > 0}
+        cpu[name] = cpu.get(name, 0.0) + row.cpu_time_total / iters / 1e3
+    return {k: {"ms": round(v, 4)} for k, v in sorted(cpu.items(), key=lambda kv: -kv[1])
+            if v > 0}
+
+
+def kernel_attribution(events: list[dict[str, Any]],
+                       prefix: str = "foxhunt.") -> dict[str, dict[str, Any]]:
+    """Which profiler range launched each kernel of a chrome trace, by launch correlation.
+
+    A kernel (cat "kernel") is matched to its launch call (cat "cuda_runtime" or "cuda_driver",
+    same `args.correlation`) and charged to the innermost range named `prefix...` (cat
+    "user_annotation") that contains the launch on the launching thread. Launches outside every
+    such range are charged to "autograd" when they come from a thread that holds none of those
+    ranges (autograd's backward runs on its own threads), else to "other"; kernels with no
+    launch in the trace to "unmatched". Returns {piece: {"kernels", "kernel_us", "names"}},
+    pieces in the order of their first kernel, names in start order."""
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                and "correlation" in e.get("args", {})}
+    ranges = [e for e in events
+              if e.get("cat") == "user_annotation" and e.get("name", "").startswith(prefix)]
+    range_threads = {r["tid"] for r in ranges}
+    out: dict[str, dict[str, Any]] = {}
+    for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"]):
+        launch = launches.get(k.get("args", {}).get("correlation"))
+        if launch is None:
+            piece = "unmatched"
+        else:
+            inside = [r for r in ranges if r["tid"] == launch["tid"]
+                      and r["ts"] <= launch["ts"] <= r["ts"] + r["dur"]]
+            if inside:
+                piece = min(inside, key=lambda r: r["dur"])["name"][len(prefix):]
+            else:
+                piece = "other" if launch["tid"] in range_threads else "autograd"
+        row = out.setdefault(piece, {"kernels": 0, "kernel_us": 0.0, "names": []})
+        row["kernels"] += 1
+        row["kernel_us"] += k["dur"]
+        row["names"].append(k["name"][:70])
+    return out
 
 
 def _cpu_model() -> str:

@@ -415,14 +415,18 @@ def measure_breakdown(mode: Mode, sizes: Sizes, setup: MarketSetup, device: torc
         for _ in range(3):  # compile and warm up
             learner.update()
         pieces = range_profile(learner.update, PROFILE_ITERS, device)
+    for name, cost in pieces.items():
+        count = f"{cost['kernels']:g} kernels, " if "kernels" in cost else ""
+        log(f"breakdown: {name}: {count}{cost['ms']} ms")
     del learner
     gc.collect()
     return {
         "mode": f"{mode.name} without CUDA graphs",
-        "measure": "kernels' summed device time per update" if device.type == "cuda"
-                   else "CPU time per update",
-        "ms_per_update": pieces,
-        "note": "pieces on side streams overlap: their sum exceeds the update's wall time",
+        "measure": "per update: the kernels each piece launched (count, summed device ms)"
+                   if device.type == "cuda" else "per update: each piece's CPU ms",
+        "per_update": pieces,
+        "note": "pieces on side streams overlap: their sum exceeds the update's wall time; "
+                "'autograd' is the backward pass",
     }
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from _common import timeline_summary  # noqa: E402
@@ -37,3 +39,53 @@ def test_a_kernel_inside_another_adds_no_busy_time():
 
 def test_no_kernels():
     assert timeline_summary([]) == {"kernels": 0}
+
+
+# -- kernels charged to the profiler range that launched them ---------------------------------
+
+from _common import kernel_attribution  # noqa: E402
+
+
+def _range(name, ts, dur, tid=1):
+    return {"cat": "user_annotation", "name": name, "ts": ts, "dur": dur, "tid": tid}
+
+
+def _launch(correlation, ts, tid=1, cat="cuda_runtime"):
+    return {"cat": cat, "name": "cudaLaunchKernel", "ts": ts, "dur": 1, "tid": tid,
+            "args": {"correlation": correlation}}
+
+
+def _kernel(name, correlation, ts, dur):
+    return {"cat": "kernel", "name": name, "ts": ts, "dur": dur,
+            "args": {"correlation": correlation, "stream": 7}}
+
+
+def test_kernels_go_to_the_innermost_range_that_launched_them():
+    events = [
+        _range("foxhunt.update", 0, 400), _range("foxhunt.loss", 0, 100),
+        _range("foxhunt.stage", 100, 100), _range("other.range", 200, 100),
+        _launch(1, 10), _launch(2, 150, cat="cuda_driver"), _launch(3, 160),
+        _launch(4, 250), _launch(5, 50, tid=2), _launch(6, 500),
+        _kernel("gemm", 1, 20, 4.0), _kernel("fused_0", 2, 400, 2.0), _kernel("fused_1", 3, 402, 3.0),
+        _kernel("tail", 4, 410, 1.0), _kernel("grad", 5, 60, 5.0), _kernel("late", 6, 600, 1.0),
+        _kernel("orphan", 99, 700, 1.0),
+    ]
+    out = kernel_attribution(events)
+    assert list(out) == ["loss", "autograd", "stage", "update", "other", "unmatched"]
+    assert out["loss"] == {"kernels": 1, "kernel_us": 4.0, "names": ["gemm"]}
+    assert out["stage"] == {"kernels": 2, "kernel_us": 5.0, "names": ["fused_0", "fused_1"]}
+    assert out["update"]["names"] == ["tail"]  # inside update, outside its inner ranges
+    assert out["autograd"]["names"] == ["grad"]  # launched from a thread without ranges
+    assert out["other"]["names"] == ["late"]  # the ranges' thread, outside every range
+    assert out["unmatched"]["names"] == ["orphan"]
+
+
+def test_on_the_cpu_each_range_reports_its_cpu_time():
+    from _common import range_profile
+
+    def step():
+        with torch.profiler.record_function("foxhunt.matmul"):
+            torch.randn(64, 64) @ torch.randn(64, 64)
+
+    out = range_profile(step, 3, torch.device("cpu"))
+    assert list(out) == ["matmul"] and out["matmul"]["ms"] > 0 and "kernels" not in out["matmul"]
