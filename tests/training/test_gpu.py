@@ -9,6 +9,7 @@ from foxhunt.training.learner import COMPILED_STEPS
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
+from .test_pipelined_update import assert_working_weights_are_composed
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
@@ -168,3 +169,19 @@ def test_collect_blocks_store_what_single_steps_store(tmp_path):
                                    msg=f"replay.{name} differs")
     assert torch.equal(blocks.replay.cursor, one.replay.cursor)
     assert blocks.read_metrics() == one.read_metrics()
+
+
+def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
+    """In bf16, after replays of the captured update and collect graphs: a capture that froze a
+    stale composition (or missed one) would leave the working copies behind the weights."""
+    lr = learner(tmp_path, graphs=True)
+    assert lr.online.heads.hidden.weight_work.dtype == torch.bfloat16
+    bf16 = 2.0**-7  # one bf16 step: a stale composition (other noise) is far outside it
+    for _ in range(3):
+        lr.run_collect(2 * lr.spec.train.collect_steps_per_graph + 4)  # blocks and single steps
+        assert_working_weights_are_composed(lr.online, rtol=bf16)
+        lr.run_updates(5)
+        torch.cuda.synchronize()
+        assert_working_weights_are_composed(lr.online, rtol=bf16)
+        assert_working_weights_are_composed(lr.target, rtol=bf16)
+    assert lr.update.captured and lr.collect_block.captured

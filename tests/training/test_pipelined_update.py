@@ -85,3 +85,32 @@ def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(
     learner.run_updates(1)
     trained_on = torch.nonzero(replay.priority_alpha != before).squeeze(1)
     assert trained_on.numel() > 0 and set(trained_on.tolist()) <= fresh
+
+
+def assert_working_weights_are_composed(net, rtol: float = 0.0):
+    """Every noisy layer's working copy holds mu + sigma * eps_out eps_in^T of its current
+    parameters and noise, in the copy's dtype, with zero padding rows: exactly, or within
+    `rtol` (compiled code may round the product differently before the cast to bf16)."""
+    for layer in net.noisy_layers():
+        out = layer.out_features
+        weight = torch.addcmul(layer.weight_mu, layer.weight_sigma,
+                               layer.eps_out.unsqueeze(-1) * layer.eps_in.unsqueeze(-2))
+        bias = torch.addcmul(layer.bias_mu, layer.bias_sigma, layer.eps_out)
+        work_w, work_b = layer.weight_work.detach(), layer.bias_work.detach()
+        assert not work_w[..., out:, :].any() and not work_b[..., out:].any()
+        for work, composed in ((work_w[..., :out, :], weight), (work_b[..., :out], bias)):
+            if rtol:
+                torch.testing.assert_close(work.float(), composed, rtol=rtol, atol=1e-6)
+            else:
+                assert torch.equal(work, composed.to(work.dtype))
+
+
+def test_after_every_step_the_working_weights_are_the_current_weights_and_noise(learner):
+    """The optimiser step recomposes the online network's working weights with the next
+    update's noise; collect and the target's staging recompose theirs with their fresh noise."""
+    for _ in range(2):
+        learner.run_updates(3)
+        assert_working_weights_are_composed(learner.online)
+        assert_working_weights_are_composed(learner.target)
+        learner.run_collect(2)
+        assert_working_weights_are_composed(learner.online)
