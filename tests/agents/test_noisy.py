@@ -249,3 +249,14 @@ def test_a_network_with_working_weights_computes_and_differentiates_as_one_witho
     inline.load_state_dict(working.state_dict())
     torch._foreach_copy_(inline.noise_buffers(), working.noise_buffers())
     assert torch.equal(working(obs).log_probs, inline(obs).log_probs)
+
+
+def test_moving_a_layer_keeps_its_working_weights_leaves_that_take_gradients():
+    layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)
+    layer.enable_working(torch.float32)
+    layer.double()
+    work = layer.weight_work
+    assert work.dtype == torch.float64 and work.is_leaf and work.requires_grad
+    layer(torch.randn(5, 4, dtype=torch.float64)).sum().backward()
+    assert layer.weight_work.grad is not None and layer.bias_work.grad is not None
+    assert all(g is not None for g in layer.master_grads())

@@ -17,7 +17,7 @@ where the new weights are in hand, and takes the masters' gradients from the wor
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +121,17 @@ class NoisyWeights:
 
     def _uses_working(self: nn.Module) -> bool:
         return self.training and self.weight_work is not None
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> nn.Module:
+        """As nn.Module's (`.to()`, `.cuda()`, `.double()`, ...), keeping the working copies
+        leaves that take gradients: a moved buffer would otherwise be the output of a copy, and
+        its gradient would flow to the old tensor."""
+        module = super()._apply(fn, recurse)
+        for name in ("weight_work", "bias_work"):
+            work = getattr(self, name, None)
+            if work is not None and not work.is_leaf:
+                setattr(self, name, work.detach().requires_grad_(self.weight_mu.requires_grad))
+        return module
 
 
 class NoisyLinear(NoisyWeights, nn.Module):
