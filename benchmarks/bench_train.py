@@ -124,6 +124,7 @@ class Mode:
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
     collect_steps_per_graph: int | None = None  # None: the trainer's default
+    triton_draw: bool = False  # replay.triton_draw
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -141,8 +142,11 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 
 
 ON_REQUEST = [Mode("one_stream", cuda_graphs=True, compile=True, autocast="bf16",
-                   side_streams=False)]
-"""CUDA modes timed only when --modes names them: the defaults without side streams."""
+                   side_streams=False),
+              Mode("triton_draw", cuda_graphs=True, compile=True, autocast="bf16",
+                   triton_draw=True)]
+"""CUDA modes timed only when --modes names them: the defaults without side streams, and the
+defaults with the prioritised draw as two Triton kernels (`replay.triton_draw`)."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
@@ -153,7 +157,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
-        replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
+        replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step,
+                            triton_draw=mode.triton_draw),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
                           autocast=mode.autocast, side_streams=mode.side_streams, seed=SEED,
@@ -545,7 +550,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="CUDA: time only the plain eager and graphed modes (no torch.compile)")
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
-                        "on CUDA also one_stream: the defaults without side streams)")
+                        "on CUDA also one_stream: the defaults without side streams, and "
+                        "triton_draw: the defaults with replay.triton_draw)")
     parser.add_argument("--collect-block", type=int, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")

@@ -23,3 +23,6 @@ class ReplayConfig(StrictConfig):
     priority_eps: float = Field(default=1e-6, gt=0.0)
     state_dtype: Literal["float16", "float32"] = "float16"
     """Storage dtype of pos_state/next_pos_state; float16 keeps 1M transitions under 64 MB."""
+    triton_draw: bool = False
+    """CUDA: the prioritised draw as two Triton kernels (`replay.draw_kernel`) instead of about
+    a dozen torch ones. Off until its effect on the update is measured on the H200."""

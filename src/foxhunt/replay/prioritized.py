@@ -43,6 +43,7 @@ from torch import Tensor
 
 from foxhunt.errors import ConfigError
 from foxhunt.replay.config import ReplayConfig
+from foxhunt.replay.draw_kernel import draw
 
 _STATE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
@@ -209,11 +210,7 @@ class PrioritizedReplay:
         f64 = dict(device=self.device, dtype=torch.float64)
         u = torch.rand(batch_size, generator=self.generator, **f64)
         u += torch.arange(batch_size, **f64)
-        index = self._inverse_cdf(u / batch_size)
-        # IS weight (N P(i))^-beta / max_j (N P(j))^-beta = (p_i^alpha / min_j p_j^alpha)^-beta.
-        mass = self.priority_alpha
-        min_mass = torch.where(mass > 0, mass, torch.inf).amin()  # over written slots only
-        weight = (self.priority_alpha[index] / min_mass).pow(-self.beta())
+        index, weight = self._draw(u / batch_size)
         self.sample_calls.add_(1)
         return self.lookup(index, weight)
 
@@ -221,20 +218,14 @@ class PrioritizedReplay:
         """The stored masses as [slots, n_envs] (a view)."""
         return self.priority_alpha[: self.capacity].view(self.slots, self.n_envs)
 
-    def _inverse_cdf(self, u01: Tensor) -> Tensor:
-        """Flat indices for uniforms in [0, 1): the first i whose cumulative mass exceeds
-        u * total, found block by block (see the module docstring)."""
-        blocks = self.priority_alpha.view(-1, self.block)
-        block_mass = blocks.sum(1, dtype=torch.float64)
-        block_cdf = block_mass.cumsum(0)
-        target = u01 * block_cdf[-1]
-        # right=True: the first cdf > target, so zero-mass (unwritten) entries are skipped.
-        b = torch.searchsorted(block_cdf, target, right=True).clamp_(max=block_cdf.numel() - 1)
-        rest = (target - (block_cdf[b] - block_mass[b])).unsqueeze(1)
-        row_cdf = blocks[b].cumsum(1, dtype=torch.float64)
-        within = torch.searchsorted(row_cdf, rest, right=True).squeeze(1).clamp_(max=self.block - 1)
-        # Round-off can put a draw at or past the total: clamp to the newest written flat index.
-        return torch.minimum(b * self.block + within, self.size * self.n_envs - 1).clamp_(min=0)
+    def _draw(self, u01: Tensor) -> tuple[Tensor, Tensor]:
+        """(flat indices, IS weights) for uniforms in [0, 1): the first i whose cumulative mass
+        exceeds u * total, found block by block (see the module docstring), and
+        (N P(i))^-beta / max_j (N P(j))^-beta = (p_i^alpha / min_j p_j^alpha)^-beta over the
+        written slots (`draw_kernel`: in torch, or two Triton kernels with `triton_draw`)."""
+        newest = self.size * self.n_envs - 1
+        return draw(self.priority_alpha, self.block, u01, newest, self.beta(),
+                    self.config.triton_draw)
 
     def lookup(self, index: Tensor, weight: Tensor | None = None) -> ReplayBatch:
         """The n-step batch for given flat indices (what sample() returns after drawing them).

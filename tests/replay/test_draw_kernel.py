@@ -1,0 +1,116 @@
+"""The prioritised draw's Triton kernels return what the torch reference does: the same indices
+and the same IS weights (interpreted on the CPU, compiled on CUDA)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from foxhunt.replay.draw_kernel import HAS_TRITON, draw, draw_reference, draw_triton
+
+CUDA = torch.device("cuda") if torch.cuda.is_available() else None
+
+
+def masses(n_blocks: int, block: int, written: int, seed: int, device=None) -> torch.Tensor:
+    """Masses over six orders of magnitude for the first `written` entries, zeros after, and a
+    whole block of zeros inside the written part (overwritten with priority 0 never happens, but
+    the search must step over empty blocks all the same)."""
+    g = torch.Generator().manual_seed(seed)
+    mass = torch.zeros(n_blocks * block)
+    mass[:written] = 10 ** (6 * torch.rand(written, generator=g) - 3)
+    if n_blocks > 3:
+        mass[block : 2 * block] = 0.0
+    return mass.to(device or "cpu")
+
+
+def assert_draws_match(mass: torch.Tensor, block: int, u: torch.Tensor, newest: int,
+                       beta: float = 0.6) -> None:
+    newest_t = torch.tensor(newest, device=mass.device)
+    beta_t = torch.tensor(beta, device=mass.device)
+    want_i, want_w = draw_reference(mass, block, u, newest_t, beta_t)
+    got_i, got_w = draw_triton(mass, block, u, newest_t, beta_t)
+    assert torch.equal(got_i, want_i), (got_i != want_i).nonzero()[:5]
+    torch.testing.assert_close(got_w, want_w, rtol=2e-6, atol=0)
+
+
+def cases(device=None) -> list[tuple]:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for n_blocks, block, written in ((5, 32, 150), (37, 64, 37 * 64), (300, 128, 20_000)):
+        u = torch.rand(2_000, generator=g, dtype=torch.float64).to(device or "cpu")
+        out.append((masses(n_blocks, block, written, seed=n_blocks, device=device), block, u,
+                    written - 1))
+    edges = torch.tensor([0.0, 0.5, 1.0 - 1e-16, 1.0, 1.0 + 1e-12], dtype=torch.float64)
+    out.append((masses(5, 32, 150, seed=1, device=device), 32, edges.to(device or "cpu"), 149))
+    return out
+
+
+def interpreted_checks() -> None:
+    """Run by the interpreter test in a process started with TRITON_INTERPRET=1 (Triton reads
+    it when the kernels are defined)."""
+    for mass, block, u, newest in cases():
+        assert_draws_match(mass, block, u, newest)
+    mass, block, u, newest = cases()[-1]
+    index, _ = draw_triton(mass, block, u, torch.tensor(newest), torch.tensor(1.0))
+    assert index.tolist()[-2:] == [149, 149]  # round-off past the total: the newest index
+
+
+def test_kernels_match_the_reference_when_interpreted_on_cpu():
+    pytest.importorskip("triton")
+    root = Path(__file__).resolve().parents[2]
+    script = "from tests.replay.test_draw_kernel import interpreted_checks; interpreted_checks()"
+    run = subprocess.run([sys.executable, "-c", script], check=False, cwd=root,
+                         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+
+
+def test_off_cuda_or_when_not_asked_for_the_draw_is_the_reference():
+    mass, block, u, newest = cases()[0]
+    args = (mass, block, u, torch.tensor(newest), torch.tensor(0.6))
+    for use_triton in (False, True):
+        for got, want in zip(draw(*args, use_triton=use_triton), draw_reference(*args),
+                             strict=True):
+            assert torch.equal(got, want)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+def test_bad_operands_are_clear_errors():
+    mass = torch.zeros(100)
+    with pytest.raises(ValueError, match="whole blocks of 32"):
+        draw_triton(mass, 32, torch.rand(4, dtype=torch.float64), torch.tensor(0), torch.tensor(1.0))
+    with pytest.raises(ValueError, match="power of two"):
+        draw_triton(torch.zeros(96), 48, torch.rand(4, dtype=torch.float64), torch.tensor(0),
+                    torch.tensor(1.0))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(CUDA is None, reason="needs CUDA")
+def test_kernels_match_the_reference_on_cuda_and_replay_in_a_cuda_graph():
+    for mass, block, u, newest in cases(CUDA):
+        assert_draws_match(mass, block, u, newest)
+    # The replay's own sizes: ~1M masses in blocks of 1024, 512 draws, compiled and captured.
+    mass = masses(977, 1024, 999_424, seed=5, device=CUDA)
+    u = torch.rand(512, dtype=torch.float64, device=CUDA)
+    newest, beta = torch.tensor(999_423, device=CUDA), torch.tensor(0.4, device=CUDA)
+    want = draw_reference(mass, 1024, u, newest, beta)
+    compiled = torch.compile(lambda: draw_triton(mass, 1024, u, newest, beta), fullgraph=True)
+    for got, ref in zip(compiled(), want, strict=True):
+        torch.testing.assert_close(got, ref, rtol=2e-6, atol=0)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        compiled()  # warm-up off the capture stream, as torch.cuda.graphs asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = compiled()
+    u.copy_(torch.rand(512, dtype=torch.float64, device=CUDA))
+    graph.replay()
+    for got, ref in zip(out, draw_reference(mass, 1024, u, newest, beta), strict=True):
+        torch.testing.assert_close(got, ref, rtol=2e-6, atol=0)
