@@ -125,6 +125,7 @@ class Mode:
     side_streams: bool = True
     collect_steps_per_graph: int | None = None  # None: the trainer's default
     triton_draw: bool = False  # replay.triton_draw
+    c51_fused_loss: bool = False  # agent.c51_fused_loss
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -144,9 +145,14 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 ON_REQUEST = [Mode("one_stream", cuda_graphs=True, compile=True, autocast="bf16",
                    side_streams=False),
               Mode("triton_draw", cuda_graphs=True, compile=True, autocast="bf16",
-                   triton_draw=True)]
-"""CUDA modes timed only when --modes names them: the defaults without side streams, and the
-defaults with the prioritised draw as two Triton kernels (`replay.triton_draw`)."""
+                   triton_draw=True),
+              Mode("fused_c51", cuda_graphs=True, compile=True, autocast="bf16",
+                   c51_fused_loss=True),
+              Mode("triton_both", cuda_graphs=True, compile=True, autocast="bf16",
+                   triton_draw=True, c51_fused_loss=True)]
+"""CUDA modes timed only when --modes names them: the defaults without side streams; the
+defaults with the prioritised draw as two Triton kernels (`replay.triton_draw`), with C51's loss
+as one Triton kernel each way (`agent.c51_fused_loss`), and with both."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
@@ -156,7 +162,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         options["collect_steps_per_graph"] = mode.collect_steps_per_graph
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
-        agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
+        agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches,
+                          c51_fused_loss=mode.c51_fused_loss),
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step,
                             triton_draw=mode.triton_draw),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
@@ -550,8 +557,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="CUDA: time only the plain eager and graphed modes (no torch.compile)")
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
-                        "on CUDA also one_stream: the defaults without side streams, and "
-                        "triton_draw: the defaults with replay.triton_draw)")
+                        "on CUDA also one_stream: the defaults without side streams; "
+                        "triton_draw, fused_c51, triton_both: the defaults with "
+                        "replay.triton_draw, agent.c51_fused_loss, both)")
     parser.add_argument("--collect-block", type=int, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")

@@ -4,16 +4,12 @@ network's strided head layout, with or without dueling, in float32 or bfloat16."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, act_kernel
 from foxhunt.agents.dqn.act_kernel import greedy_c51, greedy_c51_reference, greedy_c51_triton
+from tests.interpreted import run_interpreted
 
 OBS, BRANCHES, ACTIONS = 12, 3, 3
 ATOMS = (11, 21, 51)
@@ -148,19 +144,7 @@ def interpreted_checks() -> None:
 
 
 def test_kernel_matches_reference_when_interpreted_on_cpu():
-    pytest.importorskip("triton")
-    root = Path(__file__).resolve().parents[2]
-    script = "from tests.agents.test_act_kernel import interpreted_checks; interpreted_checks()"
-    run = subprocess.run(
-        [sys.executable, "-c", script],
-        check=False,
-        cwd=root,
-        env={**os.environ, "TRITON_INTERPRET": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_interpreted("tests.agents.test_act_kernel")
 
 
 @pytest.mark.gpu

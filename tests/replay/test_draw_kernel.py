@@ -3,15 +3,11 @@ and the same IS weights (interpreted on the CPU, compiled on CUDA)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 from foxhunt.replay.draw_kernel import HAS_TRITON, draw, draw_reference, draw_triton
+from tests.interpreted import run_interpreted
 
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
 
@@ -63,13 +59,7 @@ def interpreted_checks() -> None:
 
 
 def test_kernels_match_the_reference_when_interpreted_on_cpu():
-    pytest.importorskip("triton")
-    root = Path(__file__).resolve().parents[2]
-    script = "from tests.replay.test_draw_kernel import interpreted_checks; interpreted_checks()"
-    run = subprocess.run([sys.executable, "-c", script], check=False, cwd=root,
-                         env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True,
-                         text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_interpreted("tests.replay.test_draw_kernel")
 
 
 def test_off_cuda_or_when_not_asked_for_the_draw_is_the_reference():

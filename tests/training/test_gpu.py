@@ -15,9 +15,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
 
 
-def learner(tmp_path, graphs: bool, seed: int = 0, **train):
+def learner(tmp_path, graphs: bool, seed: int = 0, agent: dict | None = None, **train):
     market = synth(3_000, 0.3, seed=11)
     spec = tiny_spec(cuda_graphs=graphs, seed=seed, **train)
+    if agent:
+        spec = spec.model_copy(update={"agent": spec.agent.model_copy(update=agent)})
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
     return trainer.start_fold(trainer.folds[0]).learner
 
@@ -185,3 +187,21 @@ def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
         assert_working_weights_are_composed(lr.online, rtol=bf16)
         assert_working_weights_are_composed(lr.target, rtol=bf16)
     assert lr.update.captured and lr.collect_block.captured
+
+
+def test_the_fused_c51_loss_compiles_and_trains_as_the_plain_one(tmp_path):
+    """`agent.c51_fused_loss`: the Triton loss inside the compiled, graphed update (no fall-back
+    to eager) gives the weights and priorities the torch loss gives."""
+    runs = [learner(tmp_path / str(fused), graphs=True, autocast="off",
+                    agent={"c51_fused_loss": fused}) for fused in (False, True)]
+    for lr in runs:
+        torch.cuda.manual_seed(7)
+        lr.run_collect(8)
+        lr.run_updates(6)
+    torch.cuda.synchronize()
+    plain, fused = runs
+    assert fused.compiled and fused.update.captured
+    for (name, a), (_, b) in zip(plain.online.state_dict().items(), fused.online.state_dict().items()):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
+    torch.testing.assert_close(fused.replay.priority_alpha, plain.replay.priority_alpha,
+                               rtol=1e-3, atol=1e-5)

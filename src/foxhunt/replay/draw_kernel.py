@@ -59,10 +59,6 @@ def draw(mass: Tensor, block: int, u01: Tensor, newest: Tensor, beta: Tensor,
     return draw_reference(mass, block, u01, newest, beta)
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(x - 1, 0).bit_length()
-
-
 def draw_triton(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
                 beta: Tensor) -> tuple[Tensor, Tensor]:
     """`draw_reference` as two Triton kernels, on any device Triton can launch on (CUDA, or the
@@ -83,7 +79,7 @@ def draw_triton(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
     _draw_kernel[(n_draws,)](
         mass, block_mass, block_min, u01.to(torch.float64).contiguous(), newest.reshape(1),
         beta.reshape(1).to(torch.float32), index, weight, n_blocks,
-        BLOCK=block, BLOCKS_POW2=_next_pow2(n_blocks),
+        BLOCK=block, BLOCKS_POW2=triton.next_power_of_2(n_blocks),
     )
     return index, weight
 

@@ -67,10 +67,6 @@ def greedy_c51(value: Tensor | None, adv: Tensor, support: Tensor) -> tuple[Tens
     return greedy_c51_reference(value, adv, support)
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(x - 1, 0).bit_length()
-
-
 def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tuple[Tensor, Tensor]:
     """The Triton kernel on any device Triton can launch on (CUDA, or CPU under
     TRITON_INTERPRET=1). Copies an input only if its atom axis is not contiguous."""
@@ -91,7 +87,7 @@ def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tup
         value = value.contiguous()
     if support.stride(-1) != 1:
         support = support.contiguous()
-    block_k = _next_pow2(atoms)
+    block_k = triton.next_power_of_2(atoms)
     block_n = max(1, TILE // block_k)
     grid = ((n + block_n - 1) // block_n, branches)
     _greedy_c51_kernel[grid](

@@ -50,6 +50,12 @@ class AgentConfig(StrictConfig):
     adam_eps: float = Field(default=1.5e-4, gt=0)
     grad_clip: float = Field(default=10.0, gt=0)
     variable_selection: bool = False
+    c51_fused_loss: bool = Field(
+        default=False,
+        description="CUDA: C51's loss on the taken actions as one Triton kernel forward and one "
+        "backward (agents.dqn.c51_kernel) instead of about ten kernels; off until its effect on "
+        "the update is measured on the H200",
+    )
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
     @field_validator("branches")

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from foxhunt.agents.dqn.c51_kernel import c51_taken_loss
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
 from foxhunt.agents.dqn.projection import project_with_weights, projection_weights
@@ -130,11 +131,16 @@ def c51_terms(
 ) -> LossOutput:
     """Cross-entropy of the projected target against the online distribution of the taken
     action, averaged over branches; as in Rainbow (Hessel et al. 2018) that per-sample loss is
-    also the new priority."""
+    also the new priority. With `c51_fused_loss` (and dueling) it is computed from the raw
+    dueling streams by `c51_kernel.c51_taken_loss` (one Triton kernel each way on CUDA)."""
+    target_q = (target_p * support).sum(dim=-1).mean()
+    if config.c51_fused_loss and out.value is not None:
+        per_sample, q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
+        return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
+                       target_q)
     log_p = take_action(out.log_probs, actions)
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
     mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()
-    target_q = (target_p * support).sum(dim=-1).mean()
     return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
 
 

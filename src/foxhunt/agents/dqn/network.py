@@ -21,12 +21,16 @@ from foxhunt.errors import ConfigError
 
 
 class QOutput(NamedTuple):
-    """C51 fills `log_probs` [B, Br, A, atoms]; IQN `quantiles` [B, Br, A, N] and `taus` [B, N]."""
+    """C51 fills `log_probs` [B, Br, A, atoms] and the dueling streams they come from, `value`
+    [B, atoms] (None without dueling) and uncentred `adv` [B, Br, A, atoms]; IQN `quantiles`
+    [B, Br, A, N] and `taus` [B, N]."""
 
     log_probs: Tensor | None
     aux_logits: Tensor
     quantiles: Tensor | None = None
     taus: Tensor | None = None
+    value: Tensor | None = None
+    adv: Tensor | None = None
 
 
 def _linear(in_features: int, out_features: int, noisy: bool, sigma0: float) -> nn.Module:
@@ -165,11 +169,16 @@ class DuelingBranches(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return self._q(*self.streams(x))
 
-    def forward_with(self, x: Tensor, extra: nn.Linear) -> tuple[Tensor, Tensor]:
-        """(`forward(x)`, `extra(x)`), `extra` evaluated in the hidden layer's matmul (see
+    def combine(self, value: Tensor | None, adv: Tensor) -> Tensor:
+        """The outputs (Q logits) from the streams' raw outputs (`logits`)."""
+        return self._q(*self._combine(value, adv))
+
+    def logits_with(self, x: Tensor,
+                    extra: nn.Linear) -> tuple[tuple[Tensor | None, Tensor], Tensor]:
+        """(`logits(x)`, `extra(x)`), `extra` evaluated in the hidden layer's matmul (see
         `GroupedLinear.forward_with`)."""
         h, side = self.hidden.forward_with(x, extra, relu=True)
-        return self._q(*self._combine(*self._logits(h))), side
+        return self._logits(h), side
 
     @staticmethod
     def _q(value: Tensor | None, adv: Tensor) -> Tensor:
@@ -284,11 +293,13 @@ class BranchingQNetwork(nn.Module):
     def forward(self, obs: Tensor, taus: Tensor | None = None) -> QOutput:
         """`taus` [B, N] feeds the IQN head only; None draws `sample_taus(B, iqn_taus)`.
         C51's heads read the trunk output as the direction head does, so the direction head runs
-        in the heads' first matmul (`DuelingBranches.forward_with`)."""
+        in the heads' first matmul (`DuelingBranches.logits_with`)."""
         h = self.features(obs)
         if self.config.head == "c51":
-            logits, aux_logits = self.heads.forward_with(h, self.aux_head)
-            return QOutput(log_probs=F.log_softmax(logits, dim=-1), aux_logits=aux_logits)
+            (value, adv), aux_logits = self.heads.logits_with(h, self.aux_head)
+            logits = self.heads.combine(value, adv)
+            return QOutput(log_probs=F.log_softmax(logits, dim=-1), aux_logits=aux_logits,
+                           value=value, adv=adv)
         quantiles, taus = self._iqn_head(h, taus)
         return QOutput(None, self.aux_head(h), quantiles=quantiles, taus=taus)
 
