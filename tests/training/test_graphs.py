@@ -65,3 +65,33 @@ def test_each_call_is_a_profiler_range_named_after_the_step():
         step(torch.ones(4, 4))
     ranges = {row.key: row.count for row in prof.key_averages()}
     assert ranges.get("foxhunt.online_forward") == 2
+
+
+def test_every_folds_step_compiles_however_many_folds_a_run_has():
+    """Each fold's learner compiles its steps again (its market tensors have the fold's
+    length); torch's default limit of 8 compilations per function would leave folds 9 onwards
+    running uncompiled."""
+    import torch
+
+    compiles = []
+
+    def counting_backend(gm, example_inputs):
+        compiles.append(len(example_inputs))
+        return gm.forward
+
+    def compiler(fn, dynamic):
+        return torch.compile(fn, backend=counting_backend, dynamic=dynamic)
+
+    class Fold:
+        def __init__(self, bars: int):
+            self.prices = torch.zeros(bars)
+            self.step = CompiledStep(self._step, True, "collect", compiler=compiler)
+
+        def _step(self, x):
+            self.prices.add_(x)
+            return self.prices.sum()
+
+    for fold in range(12):
+        bars = 100 + fold
+        assert Fold(bars).step(torch.ones(bars)).item() == bars
+    assert len(compiles) == 12

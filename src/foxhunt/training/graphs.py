@@ -113,6 +113,14 @@ class SideStreams:
             self._open.clear()
 
 
+RECOMPILE_LIMIT = 1024
+"""Compilations torch keeps per compiled step function (its default is 8). Every fold builds a
+new learner whose market tensors have that fold's length, so its steps compile again; once a
+function reaches the limit torch runs it uncompiled for good, with only a log warning, and a
+walk-forward run of more than a few folds would have trained its later folds about ten times
+slower."""
+
+
 class CompiledStep:
     """`fn` through `torch.compile` when `enabled`, falling back to `fn` itself, with one
     warning, if compiling fails (e.g. no Triton for this GPU). Compilation happens on the first
@@ -133,7 +141,7 @@ class CompiledStep:
         self._first = enabled
 
     def __call__(self, *args: Any) -> Any:
-        with torch.profiler.record_function(f"foxhunt.{self.name}"):
+        with torch.profiler.record_function(f"foxhunt.{self.name}"), _recompile_limit():
             return self._run(*args)
 
     def _run(self, *args: Any) -> Any:
@@ -148,6 +156,14 @@ class CompiledStep:
                           f"{first}); running it uncompiled", RuntimeWarning, stacklevel=2)
             self._call, self.compiled = self.fn, False
             return self.fn(*args)
+
+
+def _recompile_limit() -> Any:
+    """torch's per-function compilation limits raised to `RECOMPILE_LIMIT` for this call only."""
+    import torch._dynamo.config as dynamo_config
+
+    limits = ("recompile_limit", "accumulated_recompile_limit")
+    return dynamo_config.patch(**{k: RECOMPILE_LIMIT for k in limits if hasattr(dynamo_config, k)})
 
 
 def check_inductor_options(options: dict[str, Any], source: str) -> None:
