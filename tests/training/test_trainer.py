@@ -98,3 +98,25 @@ def test_too_little_data_for_the_folds_is_a_clear_error(tmp_path):
     small = synth(400, 0.0)
     with pytest.raises(ConfigError, match="too few"):
         make(small, tmp_path, tiny_spec(folds=4)).folds
+
+
+def test_a_folds_learner_is_released_before_the_next_fold_builds_its_own(market, tmp_path):
+    """Fold k's replay, graphs and device tensors are not held while fold k+1 allocates its
+    own (on a GPU that would be two folds' memory at once)."""
+    import gc
+    import weakref
+
+    trainer = make(market, tmp_path)
+    learners, alive_at_start = [], []
+    start = trainer.start_fold
+
+    def start_fold(fold):
+        gc.collect()
+        alive_at_start.append([ref() is not None for ref in learners])
+        ctx = start(fold)
+        learners.append(weakref.ref(ctx.learner))
+        return ctx
+
+    trainer.start_fold = start_fold
+    trainer.run()
+    assert alive_at_start == [[], [False]]

@@ -133,15 +133,18 @@ class WalkForwardTrainer:
         result = RunResult(self.run_dir)
         done = self._finished_folds() if resume else {}
         for fold in self.folds:
-            if fold.index in done:
-                result.folds.append(done[fold.index])
-                continue
-            ctx = self.start_fold(fold)
-            if resume:
-                self._resume(ctx)
-            result.folds.append(self.train_fold(ctx))
+            result.folds.append(done[fold.index] if fold.index in done
+                                else self._run_fold(fold, resume))
             _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
         return result
+
+    def _run_fold(self, fold: Fold, resume: bool) -> FoldReport:
+        """One fold from its boundary to its report. Its learner (replay, captured graphs,
+        device tensors) is released on return, before the next fold builds its own."""
+        ctx = self.start_fold(fold)
+        if resume:
+            self._resume(ctx)
+        return self.train_fold(ctx)
 
     def fold_seed(self, fold: Fold) -> int:
         return self.spec.train.seed * 1_000_003 + fold.index
