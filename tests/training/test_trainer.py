@@ -42,6 +42,7 @@ def test_run_directory_and_fold_table(market, tmp_path):
     assert len(lines[-1]["action_mix"]) == 3 and abs(sum(lines[-1]["action_mix"][0]) - 1) < 1e-9
     timings = read_lines(tmp_path / "timings.jsonl")
     assert all(t["experience_ms"] > 0 and t["training_ms"] >= 0 and t["validation_ms"] > 0 for t in timings)
+    assert all(t["compiled"] is False and t["cuda_graphs"] is False for t in timings)  # CPU: eager
     assert len(seen) == 4
     table = result.table()
     assert [r["fold"] for r in table] == [0, 1]

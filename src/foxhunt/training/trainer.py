@@ -196,7 +196,10 @@ class WalkForwardTrainer:
                 "action_mix": metrics.action_mix, "val": val.summary(), "best": best,
             }
             timing = {"fold": fold.index, "epoch": epoch, "experience_ms": 1e3 * (t1 - t0),
-                      "training_ms": 1e3 * (t2 - t1), "validation_ms": 1e3 * (t3 - t2)}
+                      "training_ms": 1e3 * (t2 - t1), "validation_ms": 1e3 * (t3 - t2),
+                      # How the hot path ran: a compiler failure falls back to eager (with one
+                      # warning) and shows here as much as in the times.
+                      "compiled": learner.compiled, "cuda_graphs": learner.update.captured}
             self._append("run.jsonl", line)
             self._append("timings.jsonl", timing)
             self._save_last(ctx, epoch)
