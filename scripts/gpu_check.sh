@@ -18,7 +18,7 @@ python3 -c "import torch; print('torch', torch.__version__)" | tee -a "$OUT/gpu.
 for stage in $STAGES; do
   case $stage in
     tests)
-      timeout 280 python3 -m pytest -rfE -p no:cacheprovider -m gpu --durations=8 \
+      timeout 420 python3 -m pytest -rfE -p no:cacheprovider -m gpu --durations=8 \
           tests/env tests/replay tests/agents tests/training tests/backtest 2>&1 \
           | tee "$OUT/gpu_tests.txt" | tail -25 ;;
     train)
