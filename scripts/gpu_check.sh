@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
-#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline]
+#   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline] [kernels]
 #   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
 # headline: the defaults only (collect blocks beside single collect steps), kernel timelines,
 # the SB3 peer.
+# kernels: the defaults against replay.triton_draw, agent.c51_fused_loss and both, without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -40,6 +41,10 @@ for stage in $STAGES; do
       timeout 300 python3 benchmarks/bench_train.py --device cuda --modes compiled_bf16 \
           --timeline --out "$OUT/bench_headline.json" \
           2> "$OUT/bench_headline.err" > /dev/null; tail -12 "$OUT/bench_headline.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline)"; exit 2 ;;
+    kernels)
+      timeout 360 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
+          --modes compiled_bf16 triton_draw fused_c51 triton_both --out "$OUT/bench_kernels.json" \
+          2> "$OUT/bench_kernels.err" > /dev/null; grep -E "update median|failed" "$OUT/bench_kernels.err" ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, kernels)"; exit 2 ;;
   esac
 done
