@@ -22,9 +22,10 @@ from .builders import instrument, learning_spec, pipeline, synth
 pytestmark = pytest.mark.slow
 
 
-def train_and_judge(signal: float, tmp_path):
+def train_and_judge(signal: float, tmp_path, head: str = "c51"):
     market = synth(10_000, signal)
     spec = learning_spec()
+    spec = spec.model_copy(update={"agent": spec.agent.model_copy(update={"head": head})})
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path,
                                  torch.device("cpu"))
     result = trainer.run()
@@ -46,6 +47,15 @@ def test_agent_learns_a_strong_planted_signal(tmp_path):
     agent, buy_and_hold = report.test["sharpe"], report.baselines["buy_and_hold"]["sharpe"]
     assert oracle.sharpe > 20
     assert agent > 0.5 * oracle.sharpe, (agent, oracle.sharpe)
+    assert agent > buy_and_hold + 10 and agent > report.baselines["flat"]["sharpe"] + 10
+
+
+def test_the_iqn_head_learns_the_planted_signal_too(tmp_path):
+    """IQN, the alternative head, on the same market and budget (it reached 54 against the
+    oracle's 108 when written; C51 reaches 86)."""
+    report, oracle = train_and_judge(0.5, tmp_path, head="iqn")
+    agent, buy_and_hold = report.test["sharpe"], report.baselines["buy_and_hold"]["sharpe"]
+    assert agent > 0.3 * oracle.sharpe, (agent, oracle.sharpe)
     assert agent > buy_and_hold + 10 and agent > report.baselines["flat"]["sharpe"] + 10
 
 
