@@ -105,3 +105,14 @@ def test_kernels_match_the_reference_on_cuda_and_compile(dtype):
     args = streams(512, 51, dtype, CUDA)
     assert_matches_reference(c51_taken_loss_triton, *args)
     assert_matches_reference(torch.compile(c51_taken_loss_triton, fullgraph=True), *args)
+
+
+@pytest.mark.parametrize("other", [{"head": "iqn"}, {"dueling": False}], ids=["iqn", "no_dueling"])
+def test_the_fused_loss_is_a_config_error_without_a_dueling_c51_head(other):
+    from pydantic import ValidationError
+
+    from foxhunt.agents.dqn import AgentConfig
+
+    with pytest.raises(ValidationError, match="c51_fused_loss needs head = 'c51' and dueling"):
+        AgentConfig(c51_fused_loss=True, **other)
+    AgentConfig(c51_fused_loss=True)  # the default head is a dueling C51

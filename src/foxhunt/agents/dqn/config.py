@@ -53,8 +53,8 @@ class AgentConfig(StrictConfig):
     c51_fused_loss: bool = Field(
         default=False,
         description="CUDA: C51's loss on the taken actions as one Triton kernel forward and one "
-        "backward (agents.dqn.c51_kernel) instead of about ten kernels; off until its effect on "
-        "the update is measured on the H200",
+        "backward (agents.dqn.c51_kernel) instead of about ten kernels; needs head = 'c51' and "
+        "dueling; off until its effect on the update is measured on the H200",
     )
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
@@ -72,6 +72,13 @@ class AgentConfig(StrictConfig):
     def _support_ordered(self) -> AgentConfig:
         if not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        return self
+
+    @model_validator(mode="after")
+    def _fused_loss_has_its_head(self) -> AgentConfig:
+        if self.c51_fused_loss and (self.head != "c51" or not self.dueling):
+            raise ValueError(f"c51_fused_loss needs head = 'c51' and dueling = true (got head = "
+                             f"{self.head!r}, dueling = {str(self.dueling).lower()})")
         return self
 
     @property
