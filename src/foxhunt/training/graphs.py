@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -141,7 +141,8 @@ class CompiledStep:
         self._first = enabled
 
     def __call__(self, *args: Any) -> Any:
-        with torch.profiler.record_function(f"foxhunt.{self.name}"), _recompile_limit():
+        limit = _recompile_limit() if self.compiled else nullcontext()
+        with torch.profiler.record_function(f"foxhunt.{self.name}"), limit:
             return self._run(*args)
 
     def _run(self, *args: Any) -> Any:
@@ -158,12 +159,23 @@ class CompiledStep:
             return self.fn(*args)
 
 
-def _recompile_limit() -> Any:
-    """torch's per-function compilation limits raised to `RECOMPILE_LIMIT` for this call only."""
-    import torch._dynamo.config as dynamo_config
-
-    limits = ("recompile_limit", "accumulated_recompile_limit")
-    return dynamo_config.patch(**{k: RECOMPILE_LIMIT for k in limits if hasattr(dynamo_config, k)})
+@contextmanager
+def _recompile_limit() -> Iterator[None]:
+    """torch's per-function compilation limits raised to `RECOMPILE_LIMIT` for this call only,
+    for a step that `torch.compile` wrapped (so dynamo is loaded). Set and restored directly:
+    `torch._dynamo.config.patch`, or importing the config module here, costs ~150-400 us a
+    call."""
+    dynamo_config = torch._dynamo.config
+    names = [k for k in ("recompile_limit", "accumulated_recompile_limit")
+             if hasattr(dynamo_config, k)]
+    saved = {k: getattr(dynamo_config, k) for k in names}
+    for k in names:
+        setattr(dynamo_config, k, RECOMPILE_LIMIT)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(dynamo_config, k, v)
 
 
 def check_inductor_options(options: dict[str, Any], source: str) -> None:
