@@ -127,8 +127,8 @@ if HAS_TRITON:
 
     @triton.jit
     def _forward_kernel(value_ptr, adv_ptr, action_ptr, target_ptr, support_ptr, loss_ptr, q_ptr,
-                        stride_v, stride_ab, stride_abr, stride_aa, N_BRANCHES: tl.constexpr, N_ACTIONS: tl.constexpr, N_ATOMS: tl.constexpr,
-                        BLOCK_K: tl.constexpr):
+                        stride_v, stride_ab, stride_abr, stride_aa, N_BRANCHES: tl.constexpr,
+                        N_ACTIONS: tl.constexpr, N_ATOMS: tl.constexpr, BLOCK_K: tl.constexpr):
         """Program i: sample i's loss and expected Q, branch by branch."""
         i = tl.program_id(0)
         ks = tl.arange(0, BLOCK_K)

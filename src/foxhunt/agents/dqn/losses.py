@@ -131,10 +131,11 @@ def c51_terms(
 ) -> LossOutput:
     """Cross-entropy of the projected target against the online distribution of the taken
     action, averaged over branches; as in Rainbow (Hessel et al. 2018) that per-sample loss is
-    also the new priority. With `c51_fused_loss` (and dueling) it is computed from the raw
-    dueling streams by `c51_kernel.c51_taken_loss` (one Triton kernel each way on CUDA)."""
+    also the new priority. With `c51_fused_loss` (which the config allows with dueling only) it
+    is computed from the raw dueling streams by `c51_kernel.c51_taken_loss` (one Triton kernel
+    each way on CUDA)."""
     target_q = (target_p * support).sum(dim=-1).mean()
-    if config.c51_fused_loss and out.value is not None:
+    if config.c51_fused_loss:
         per_sample, q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
         return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
                        target_q)

@@ -272,20 +272,23 @@ class BranchingQNetwork(nn.Module):
         mid = (torch.arange(n, device=like.device, dtype=like.dtype) + 0.5) / n
         return mid.expand(batch, n)
 
-    def distributions(self, obs: Tensor, taus: Tensor | None = None) -> Tensor:
+    def distributions(self, obs: Tensor, taus: Tensor | None = None,
+                      generator: torch.Generator | None = None) -> Tensor:
         """What `forward` returns as log_probs (C51) or quantiles (IQN), without the direction
-        head; for IQN, `taus` None draws `sample_taus(B, iqn_taus)`."""
-        return self._head(self.features(obs), taus)[0]
+        head; for IQN, `taus` None draws `sample_taus(B, iqn_taus)` from `generator`."""
+        return self._head(self.features(obs), taus, generator)[0]
 
-    def _head(self, h: Tensor, taus: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    def _head(self, h: Tensor, taus: Tensor | None,
+              generator: torch.Generator | None = None) -> tuple[Tensor, Tensor | None]:
         """C51: (log-probabilities [B, Br, A, atoms], None); IQN: (quantiles [B, Br, A, N], taus)."""
         if self.config.head == "c51":
             return F.log_softmax(self.heads(h), dim=-1), None
-        return self._iqn_head(h, taus)
+        return self._iqn_head(h, taus, generator)
 
-    def _iqn_head(self, h: Tensor, taus: Tensor | None) -> tuple[Tensor, Tensor]:
+    def _iqn_head(self, h: Tensor, taus: Tensor | None,
+                  generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
         if taus is None:
-            taus = self.sample_taus(h.shape[0], self.config.iqn_taus, h)
+            taus = self.sample_taus(h.shape[0], self.config.iqn_taus, h, generator)
         phi = self.tau_embedding(torch.cos(taus.unsqueeze(-1) * self.cos_basis))
         quantiles = self.heads(h.unsqueeze(-2) * phi).squeeze(-1)
         return quantiles.permute(0, 2, 3, 1), taus
@@ -312,10 +315,7 @@ class BranchingQNetwork(nn.Module):
     def q_values(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Expected return per branch and action [B, Br, A] (the direction head is skipped);
         IQN's taus come from `generator` (see `sample_taus`)."""
-        taus = None
-        if self.config.head == "iqn":
-            taus = self.sample_taus(obs.shape[0], self.config.iqn_taus, obs, generator)
-        return self.expected_q(self.distributions(obs, taus))
+        return self.expected_q(self.distributions(obs, generator=generator))
 
     @torch.no_grad()
     def act(self, obs: Tensor, generator: torch.Generator | None = None) -> Tensor:
