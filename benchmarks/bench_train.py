@@ -129,6 +129,7 @@ class Mode:
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
+DEFAULTS = Mode(DEFAULT_MODE, cuda_graphs=True, compile=True, autocast="bf16")
 
 
 def modes(device: torch.device, plain_only: bool) -> list[Mode]:
@@ -138,18 +139,14 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
     out = [Mode("eager", cuda_graphs=False), Mode("graphed", cuda_graphs=True)]
     if not plain_only:
         out += [Mode("compiled", cuda_graphs=True, compile=True),
-                Mode(DEFAULT_MODE, cuda_graphs=True, compile=True, autocast="bf16")]
+                DEFAULTS]
     return out
 
 
-ON_REQUEST = [Mode("one_stream", cuda_graphs=True, compile=True, autocast="bf16",
-                   side_streams=False),
-              Mode("triton_draw", cuda_graphs=True, compile=True, autocast="bf16",
-                   triton_draw=True),
-              Mode("fused_c51", cuda_graphs=True, compile=True, autocast="bf16",
-                   c51_fused_loss=True),
-              Mode("triton_both", cuda_graphs=True, compile=True, autocast="bf16",
-                   triton_draw=True, c51_fused_loss=True)]
+ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
+              replace(DEFAULTS, name="triton_draw", triton_draw=True),
+              replace(DEFAULTS, name="fused_c51", c51_fused_loss=True),
+              replace(DEFAULTS, name="triton_both", triton_draw=True, c51_fused_loss=True)]
 """CUDA modes timed only when --modes names them: the defaults without side streams; the
 defaults with the prioritised draw as two Triton kernels (`replay.triton_draw`), with C51's loss
 as one Triton kernel each way (`agent.c51_fused_loss`), and with both."""
