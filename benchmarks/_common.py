@@ -222,8 +222,8 @@ def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
                   prefix: str = "foxhunt.") -> dict[str, dict[str, float]]:
     """Per call of `fn`, what each profiler range named `prefix...` costs: on CUDA the kernels
     it launched (`kernel_attribution`: count and summed device time), elsewhere its CPU time
-    (and autograd's backward nodes'), as {piece: {"kernels": n, "ms": t}} ("kernels" on CUDA
-    only).
+    (and autograd's backward nodes'), as {piece: {"kernels": n, "ms": t}} ("kernels", and the
+    first call's kernel "names" in launch order, on CUDA only).
 
     Run `fn` uncaptured (a CUDA-graph replay has no ranges). Pieces on side streams overlap in
     wall time, so the times add up to more than a step takes; they say where the work is."""
@@ -242,7 +242,9 @@ def range_profile(fn: Callable[[], object], iters: int, device: torch.device,
     if cuda:
         pieces = kernel_attribution(_chrome_trace(prof), prefix)
         out = {k: {"kernels": round(v["kernels"] / iters, 1),
-                   "ms": round(v["kernel_us"] / iters / 1e3, 4)} for k, v in pieces.items()}
+                   "ms": round(v["kernel_us"] / iters / 1e3, 4),
+                   "names": v["names"][: max(1, round(v["kernels"] / iters))]}
+               for k, v in pieces.items()}
         return dict(sorted(out.items(), key=lambda kv: -kv[1]["ms"]))
     cpu: dict[str, float] = {}
     for row in prof.key_averages():

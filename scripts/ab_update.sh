@@ -5,6 +5,7 @@
 # NAME "work" is the working tree's src and needs no prepare. Every variant runs the working
 # tree's benchmarks/bench_train.py (defaults only, no SB3) in its own process; later variants
 # reuse the compile cache, so put a throwaway or the baseline first. JSON lands in $OUT/ab_NAME.json.
+# MODES (default compiled_bf16) picks bench_train's modes, e.g. MODES="compiled_bf16 triton_both".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case ${1:-} in
@@ -23,7 +24,7 @@ case ${1:-} in
     for name in "$@"; do
       src=src; [ "$name" != work ] && src=ab/$name/src
       PYTHONPATH=/tmp/site:$src timeout 170 python3 benchmarks/bench_train.py --device cuda \
-          --modes compiled_bf16 --skip-sb3 --collect-steps 16 --out "$OUT/ab_$name.json" \
+          --modes ${MODES:-compiled_bf16} --skip-sb3 --collect-steps 16 --out "$OUT/ab_$name.json" \
           2> "$OUT/ab_$name.err" > /dev/null
       echo "== $name"; grep -E "update median|collect [0-9]|Error" "$OUT/ab_$name.err" | tail -3
     done ;;

@@ -49,10 +49,10 @@ def assert_matches_reference(fn, value, adv, action, target, support) -> None:
     results = []
     for f in (c51_taken_loss_reference, fn):
         v, a = value.clone().requires_grad_(), adv.clone().requires_grad_()
-        loss, q = f(v, a, action, target, support)
+        loss, q, target_q = f(v, a, action, target, support)
         weights = torch.linspace(0.5, 1.5, loss.numel(), device=loss.device)
         (weights * loss).sum().backward()
-        results.append((loss.detach(), q, v.grad, a.grad))
+        results.append((loss.detach(), q, target_q, v.grad, a.grad))
     for want, got in zip(*results, strict=True):
         torch.testing.assert_close(got.float(), want.float(), rtol=tol, atol=tol)
 
@@ -61,7 +61,7 @@ def test_the_reference_is_the_networks_loss_and_gradient():
     value, adv, action, target, support = streams(16, 11, torch.float32)
     v1, a1 = value.clone().requires_grad_(), adv.clone().requires_grad_()
     v2, a2 = value.clone().requires_grad_(), adv.clone().requires_grad_()
-    loss, q = c51_taken_loss_reference(v1, a1, action, target, support)
+    loss, q, target_q = c51_taken_loss_reference(v1, a1, action, target, support)
     want = network_loss(v2, a2, action, target, support)
     torch.testing.assert_close(loss, want, rtol=1e-6, atol=1e-6)
     loss.sum().backward()
@@ -69,6 +69,8 @@ def test_the_reference_is_the_networks_loss_and_gradient():
     torch.testing.assert_close(v1.grad, v2.grad)
     torch.testing.assert_close(a1.grad, a2.grad)
     assert not q.requires_grad and q.shape == (16,)
+    assert not target_q.requires_grad
+    torch.testing.assert_close(target_q, (target * support).sum(-1).mean(-1))
 
 
 def test_off_cuda_or_when_not_asked_for_it_is_the_reference():

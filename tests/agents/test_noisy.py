@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
-from foxhunt.agents.dqn.noisy import GroupedLinear, draw_noise
+from foxhunt.agents.dqn.noisy import GroupedLinear, draw_noise, scaled_noise
 
 
 def test_initialisation_follows_the_paper():
@@ -89,7 +89,7 @@ def test_grouped_linear_equals_separate_layers(shared_input, noisy, lead):
     torch.manual_seed(2)
     layer = GroupedLinear(3, 8, 6, shared_input=shared_input, noisy=noisy)
     if noisy:
-        draw_noise(list(layer.noise_buffers()), torch.empty(3 * 8 + 3 * 6), None)
+        draw_noise(list(layer.noise_buffers()), None)
     x = torch.randn(*lead, 8) if shared_input else torch.randn(*lead, 3, 8)
     y = layer(x)
     assert y.shape == (*lead, 3, 6)
@@ -102,7 +102,7 @@ def test_grouped_linear_equals_separate_layers(shared_input, noisy, lead):
 def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
     torch.manual_seed(4)
     layer = GroupedLinear(3, 8, 6, shared_input=True, noisy=True)
-    draw_noise(list(layer.noise_buffers()), torch.empty(3 * 8 + 3 * 6), None)
+    draw_noise(list(layer.noise_buffers()), None)
     extra = torch.nn.Linear(8, 2)
     x = torch.randn(5, 8, requires_grad=grad)
     with torch.set_grad_enabled(grad):
@@ -128,7 +128,7 @@ def test_an_extra_layer_needs_a_shared_input():
 
 def test_each_group_has_its_own_noise_and_eval_ignores_it():
     layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)
-    draw_noise(list(layer.noise_buffers()), torch.empty(2 * 4 + 2 * 3), None)
+    draw_noise(list(layer.noise_buffers()), None)
     assert not torch.equal(layer.eps_in[0], layer.eps_in[1])
     assert not torch.equal(layer.eps_out[0], layer.eps_out[1])
     x = torch.randn(5, 4)
@@ -139,7 +139,7 @@ def test_each_group_has_its_own_noise_and_eval_ignores_it():
 
 def test_draw_noise_fills_every_buffer_in_order_from_one_draw():
     buffers = [torch.zeros(3), torch.zeros(2, 4), torch.zeros(5)]
-    draw_noise(buffers, torch.empty(3 + 8 + 5), torch.Generator().manual_seed(11))
+    draw_noise(buffers, torch.Generator().manual_seed(11))
     x = torch.randn(16, generator=torch.Generator().manual_seed(11))
     expected = x.sign() * x.abs().sqrt()
     torch.testing.assert_close(torch.cat([b.flatten() for b in buffers]), expected)
@@ -150,10 +150,12 @@ def test_network_reset_noise_changes_every_noisy_buffer_in_one_draw():
     net = BranchingQNetwork(12, AgentConfig(hidden=16, noisy_trunk=True))
     buffers = net.noise_buffers()
     assert len(buffers) == 2 * (2 + 3)  # trunk: 2 NoisyLinear; heads: hidden, advantage, value
-    assert net.noise_workspace.numel() == sum(b.numel() for b in buffers)
     before = [b.clone() for b in buffers]
-    net.reset_noise()
+    net.reset_noise(torch.Generator().manual_seed(5))
     assert all(not torch.equal(a, b) for a, b in zip(before, net.noise_buffers(), strict=True))
+    one_draw = scaled_noise(sum(b.numel() for b in buffers), buffers[0],
+                            torch.Generator().manual_seed(5))
+    torch.testing.assert_close(torch.cat([b.flatten() for b in net.noise_buffers()]), one_draw)
 
 
 # -- working weights -------------------------------------------------------------------------
@@ -171,9 +173,7 @@ def _input(layer: torch.nn.Module) -> torch.Tensor:
 
 
 def _noise(layer: torch.nn.Module, seed: int) -> None:
-    buffers = list(layer.noise_buffers())
-    draw_noise(buffers, torch.empty(sum(b.numel() for b in buffers)),
-               torch.Generator().manual_seed(seed))
+    draw_noise(list(layer.noise_buffers()), torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("kind", LAYERS)

@@ -71,7 +71,8 @@ def test_the_staged_target_is_double_dqns_with_the_weights_and_noise_the_update_
                                             learner.online.support))
     torch.testing.assert_close(staged.target, expected)
     # The online network has moved on since (new noise too), so the staging could not have used it.
-    assert not torch.equal(learner.online.noise_workspace, online0.noise_workspace)
+    assert not any(torch.equal(a, b) for a, b in zip(learner.online.noise_buffers(),
+                                                     online0.noise_buffers(), strict=True))
 
 
 def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(learner):

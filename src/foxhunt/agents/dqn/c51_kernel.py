@@ -13,8 +13,9 @@ The backward needs no saved softmax: it recomputes the taken rows from the strea
 
 with g the incoming gradient over the branch count. `c51_taken_loss_reference` is the same in
 torch and defines what the kernels must return. Both compute in float32 whatever the streams'
-dtype and also return each sample's expected Q of the taken actions (mean over branches, no
-gradient) for the metrics.
+dtype and also return, for the metrics and without gradient, each sample's expected Q of the
+taken actions and of its target (means over branches): the kernel reads the target and the
+support anyway, and the update's critical path then has no separate reductions for them.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ def _check(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, support: 
 
 
 def c51_taken_loss_reference(value: Tensor, adv: Tensor, action: Tensor, target: Tensor,
-                             support: Tensor) -> tuple[Tensor, Tensor]:
-    """(loss [B] float32 with gradients to value and adv, expected Q [B] float32 without):
+                             support: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """(loss [B] float32 with gradients to value and adv; expected Q of the taken actions and
+    of the target, [B] float32 each, without):
     value [B, K] and uncentred advantages [B, Br, A, K] (the dueling streams' raw outputs),
     taken actions [B, Br], targets [B, Br, K], support [K]."""
     _check(value, adv, action, target, support)
@@ -53,11 +55,12 @@ def c51_taken_loss_reference(value: Tensor, adv: Tensor, action: Tensor, target:
     log_p = F.log_softmax(logits.gather(2, index).squeeze(2), dim=-1)
     loss = -(target * log_p).sum(-1).mean(-1)
     q = (log_p.detach().exp() * support).sum(-1).mean(-1)
-    return loss, q
+    target_q = (target.float() * support).sum(-1).mean(-1)
+    return loss, q, target_q
 
 
 def c51_taken_loss(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, support: Tensor,
-                   use_triton: bool = True) -> tuple[Tensor, Tensor]:
+                   use_triton: bool = True) -> tuple[Tensor, Tensor, Tensor]:
     """`c51_taken_loss_reference`, as the Triton kernels when the streams are on CUDA, Triton
     imports and `use_triton`."""
     if use_triton and HAS_TRITON and adv.is_cuda:
@@ -66,7 +69,7 @@ def c51_taken_loss(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, s
 
 
 def c51_taken_loss_triton(value: Tensor, adv: Tensor, action: Tensor, target: Tensor,
-                          support: Tensor) -> tuple[Tensor, Tensor]:
+                          support: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """The kernels on any device Triton can launch on (CUDA, or the CPU under
     TRITON_INTERPRET=1), differentiable in value and adv."""
     if not HAS_TRITON:
@@ -85,20 +88,21 @@ def c51_taken_loss_triton(value: Tensor, adv: Tensor, action: Tensor, target: Te
 class _C51TakenLoss(torch.autograd.Function):
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, value: Tensor, adv: Tensor,
-                action: Tensor, target: Tensor, support: Tensor) -> tuple[Tensor, Tensor]:
+                action: Tensor, target: Tensor, support: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         b, branches, actions, atoms = adv.shape
-        loss = torch.empty(b, dtype=torch.float32, device=adv.device)
-        q = torch.empty(b, dtype=torch.float32, device=adv.device)
-        _forward_kernel[(b,)](value, adv, action, target, support, loss, q, value.stride(0),
+        loss, q, target_q = (torch.empty(b, dtype=torch.float32, device=adv.device)
+                             for _ in range(3))
+        _forward_kernel[(b,)](value, adv, action, target, support, loss, q, target_q,
+                              value.stride(0),
                               *adv.stride()[:3], N_BRANCHES=branches, N_ACTIONS=actions,
                               N_ATOMS=atoms, BLOCK_K=triton.next_power_of_2(atoms))
         ctx.save_for_backward(value, adv, action, target)
-        ctx.mark_non_differentiable(q)
-        return loss, q
+        ctx.mark_non_differentiable(q, target_q)
+        return loss, q, target_q
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad_loss: Tensor,
-                 _grad_q: Tensor) -> tuple[Tensor | None, ...]:
+                 _grad_q: Tensor, _grad_target_q: Tensor) -> tuple[Tensor | None, ...]:
         value, adv, action, target = ctx.saved_tensors
         b, branches, actions, atoms = adv.shape
         d_value = torch.empty(b, atoms, dtype=value.dtype, device=value.device)
@@ -127,15 +131,17 @@ if HAS_TRITON:
 
     @triton.jit
     def _forward_kernel(value_ptr, adv_ptr, action_ptr, target_ptr, support_ptr, loss_ptr, q_ptr,
-                        stride_v, stride_ab, stride_abr, stride_aa, N_BRANCHES: tl.constexpr,
+                        target_q_ptr, stride_v, stride_ab, stride_abr, stride_aa, N_BRANCHES: tl.constexpr,
                         N_ACTIONS: tl.constexpr, N_ATOMS: tl.constexpr, BLOCK_K: tl.constexpr):
-        """Program i: sample i's loss and expected Q, branch by branch."""
+        """Program i: sample i's loss and the expected Q of its taken actions and of its target,
+        branch by branch."""
         i = tl.program_id(0)
         ks = tl.arange(0, BLOCK_K)
         k_ok = ks < N_ATOMS
         z = tl.load(support_ptr + ks, mask=k_ok, other=0.0)
         loss = 0.0
         q = 0.0
+        target_q = 0.0
         for branch in tl.static_range(N_BRANCHES):
             taken = tl.load(action_ptr + i.to(tl.int64) * N_BRANCHES + branch)
             logits = _taken_logits(value_ptr, adv_ptr, i, branch, taken, ks, k_ok, stride_v,
@@ -148,8 +154,10 @@ if HAS_TRITON:
                         mask=k_ok, other=0.0)
             loss -= tl.sum(t * log_p, axis=0)
             q += tl.sum(e * z, axis=0) / total
+            target_q += tl.sum(t * z, axis=0)
         tl.store(loss_ptr + i, loss / N_BRANCHES)
         tl.store(q_ptr + i, q / N_BRANCHES)
+        tl.store(target_q_ptr + i, target_q / N_BRANCHES)
 
     @triton.jit
     def _backward_kernel(value_ptr, adv_ptr, action_ptr, target_ptr, grad_ptr, d_value_ptr,

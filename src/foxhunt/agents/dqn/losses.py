@@ -134,11 +134,11 @@ def c51_terms(
     also the new priority. With `c51_fused_loss` (which the config allows with dueling only) it
     is computed from the raw dueling streams by `c51_kernel.c51_taken_loss` (one Triton kernel
     each way on CUDA)."""
-    target_q = (target_p * support).sum(dim=-1).mean()
     if config.c51_fused_loss:
-        per_sample, q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
+        per_sample, q, target_q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
         return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
-                       target_q)
+                       target_q.mean())
+    target_q = (target_p * support).sum(dim=-1).mean()
     log_p = take_action(out.log_probs, actions)
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
     mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()

@@ -252,8 +252,6 @@ class BranchingQNetwork(nn.Module):
                 persistent=False,
             )
             self.tau_embedding = nn.Sequential(nn.Linear(c.iqn_embedding, c.hidden), nn.ReLU())
-        n_noise = sum(b.numel() for b in self.noise_buffers())
-        self.register_buffer("noise_workspace", torch.zeros(n_noise), persistent=False)
         self.reset_noise()
 
     def features(self, obs: Tensor) -> Tensor:
@@ -341,7 +339,7 @@ class BranchingQNetwork(nn.Module):
         they are (`compose_working_weights` must follow before a training-mode pass)."""
         buffers = self.noise_buffers()
         if buffers:
-            draw_noise(buffers, self.noise_workspace, generator)
+            draw_noise(buffers, generator)
 
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:

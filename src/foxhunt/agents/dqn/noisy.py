@@ -2,8 +2,10 @@
 
 Noise lives in preallocated buffers refilled in place, so a CUDA graph that captured the forward
 pass sees fresh noise on every replay once the refill is captured too. `draw_noise` refills every
-noisy layer of a network from one normal draw (three kernels however many layers there are),
-which is what the networks use; a layer's own `reset_noise` is the same draw for one layer.
+noisy layer of a network from one normal draw, which is what the networks use; a layer's own
+`reset_noise` is the same draw for one layer. The draw is functional (`torch.randn`, not an
+in-place `normal_`): compiled, inductor generates it inside the kernel that writes the buffers,
+where `normal_` stays a library kernel of its own with a pass over its result after it.
 
 Working weights (`NoisyWeights`, opt-in): the matrix a noisy layer computes with in training,
 mu + sigma * eps_out eps_in^T, can be composed ahead into a buffer in the compute dtype (bf16
@@ -27,17 +29,17 @@ ALIGN = 8
 """Matrix widths are padded to a multiple of this many elements (16 bytes in bf16)."""
 
 
-def _scaled_noise(eps: Tensor, generator: torch.Generator | None) -> None:
-    """Fill `eps` with f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), in place."""
-    eps.normal_(generator=generator)
-    torch.copysign(eps.abs().sqrt(), eps, out=eps)
+def scaled_noise(n: int, like: Tensor, generator: torch.Generator | None) -> Tensor:
+    """n values of f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), on `like`'s device and dtype."""
+    x = torch.randn(n, generator=generator, device=like.device, dtype=like.dtype)
+    return torch.copysign(x.abs().sqrt(), x)
 
 
 @torch.no_grad()
-def draw_noise(buffers: Sequence[Tensor], workspace: Tensor, generator: torch.Generator | None):
-    """Refill `buffers` from one draw into `workspace` (numel = their total), in order."""
-    _scaled_noise(workspace, generator)
-    parts = workspace.split([b.numel() for b in buffers])
+def draw_noise(buffers: Sequence[Tensor], generator: torch.Generator | None) -> None:
+    """Refill `buffers` (same device and dtype) from one draw, in order."""
+    sizes = [b.numel() for b in buffers]
+    parts = scaled_noise(sum(sizes), buffers[0], generator).split(sizes)
     torch._foreach_copy_(list(buffers), [p.view_as(b) for p, b in zip(parts, buffers, strict=True)])
 
 
@@ -164,8 +166,8 @@ class NoisyLinear(NoisyWeights, nn.Module):
 
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
-        _scaled_noise(self.eps_in, generator)
-        _scaled_noise(self.eps_out, generator)
+        draw_noise([self.eps_in], generator)
+        draw_noise([self.eps_out], generator)
         self.compose_working()
 
     def forward(self, x: Tensor) -> Tensor:
