@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
-from foxhunt.agents.dqn.noisy import GroupedLinear, draw_noise, scaled_noise
+from foxhunt.agents.dqn.noisy import GroupedLinear, WorkingLinear, draw_noise, scaled_noise
 
 
 def test_initialisation_follows_the_paper():
@@ -103,7 +103,7 @@ def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
     torch.manual_seed(4)
     layer = GroupedLinear(3, 8, 6, shared_input=True, noisy=True)
     draw_noise(list(layer.noise_buffers()), None)
-    extra = torch.nn.Linear(8, 2)
+    extra = WorkingLinear(8, 2)
     x = torch.randn(5, 8, requires_grad=grad)
     with torch.set_grad_enabled(grad):
         y, side = layer.forward_with(x, extra, relu=True)
@@ -123,7 +123,7 @@ def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
 def test_an_extra_layer_needs_a_shared_input():
     layer = GroupedLinear(3, 8, 6, shared_input=False, noisy=False)
     with pytest.raises(ValueError, match="shared input"):
-        layer.forward_with(torch.randn(5, 3, 8), torch.nn.Linear(8, 2))
+        layer.forward_with(torch.randn(5, 3, 8), WorkingLinear(8, 2))
 
 
 def test_each_group_has_its_own_noise_and_eval_ignores_it():
@@ -164,6 +164,7 @@ LAYERS = {
     "noisy_linear": lambda: NoisyLinear(8, 6),
     "grouped_shared": lambda: GroupedLinear(3, 8, 6, shared_input=True, noisy=True),
     "grouped_per_group": lambda: GroupedLinear(3, 8, 6, shared_input=False, noisy=True),
+    "plain_linear": lambda: WorkingLinear(8, 6),
 }
 
 
@@ -173,13 +174,15 @@ def _input(layer: torch.nn.Module) -> torch.Tensor:
 
 
 def _noise(layer: torch.nn.Module, seed: int) -> None:
-    draw_noise(list(layer.noise_buffers()), torch.Generator().manual_seed(seed))
+    if hasattr(layer, "noise_buffers"):
+        draw_noise(list(layer.noise_buffers()), torch.Generator().manual_seed(seed))
 
 
 @pytest.mark.parametrize("kind", LAYERS)
 def test_working_weights_give_the_inline_composed_output_and_master_gradients(kind):
     """float32 working copies: the same forward pass and, through `master_grads`, the same
-    mu and sigma gradients as composing mu + sigma * eps inside the pass, bit for bit."""
+    gradients as computing with the parameters (mu + sigma * eps composed inside the pass for
+    a noisy layer), bit for bit."""
     torch.manual_seed(5)
     inline = LAYERS[kind]()
     _noise(inline, 1)
@@ -190,7 +193,9 @@ def test_working_weights_give_the_inline_composed_output_and_master_gradients(ki
     x = _input(inline)
     (inline(x) ** 2).sum().backward()
     (working(x) ** 2).sum().backward()
-    params = ("weight_mu", "weight_sigma", "bias_mu", "bias_sigma")
+    names = {id(p): n for n, p in working.named_parameters()}
+    params = [names[id(p)] for p in working.master_params()]
+    assert sorted(params) == sorted(names.values())
     assert all(getattr(working, p).grad is None for p in params)  # they land on the copies
     for name, grad in zip(params, working.master_grads(), strict=True):
         assert torch.equal(grad, getattr(inline, name).grad), name

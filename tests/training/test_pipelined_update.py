@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, take_action, target_distributions
+from foxhunt.agents.dqn.noisy import GroupedLinear, NoisyWeights, WorkingLinear
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
@@ -90,13 +91,19 @@ def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(
 
 def assert_working_weights_are_composed(net, rtol: float = 0.0):
     """Every noisy layer's working copy holds mu + sigma * eps_out eps_in^T of its current
-    parameters and noise, in the copy's dtype, with zero padding rows: exactly, or within
-    `rtol` (compiled code may round the product differently before the cast to bf16)."""
-    for layer in net.noisy_layers():
+    parameters and noise, every plain layer's (the trunk's, the direction head's) its weights,
+    in the copy's dtype, with zero padding rows: exactly, or within `rtol` (compiled code may
+    round the product differently before the cast to bf16)."""
+    layers = net.working_layers()
+    assert {type(layer) for layer in layers} >= {GroupedLinear, WorkingLinear}
+    for layer in layers:
         out = layer.out_features
-        weight = torch.addcmul(layer.weight_mu, layer.weight_sigma,
-                               layer.eps_out.unsqueeze(-1) * layer.eps_in.unsqueeze(-2))
-        bias = torch.addcmul(layer.bias_mu, layer.bias_sigma, layer.eps_out)
+        if isinstance(layer, NoisyWeights):
+            weight = torch.addcmul(layer.weight_mu, layer.weight_sigma,
+                                   layer.eps_out.unsqueeze(-1) * layer.eps_in.unsqueeze(-2))
+            bias = torch.addcmul(layer.bias_mu, layer.bias_sigma, layer.eps_out)
+        else:
+            weight, bias = layer.weight, layer.bias
         work_w, work_b = layer.weight_work.detach(), layer.bias_work.detach()
         assert not work_w[..., out:, :].any() and not work_b[..., out:].any()
         for work, composed in ((work_w[..., :out, :], weight), (work_b[..., :out], bias)):

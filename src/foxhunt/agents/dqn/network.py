@@ -16,7 +16,15 @@ from torch import Tensor, nn
 
 from foxhunt.agents.dqn.act_kernel import greedy_c51
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
-from foxhunt.agents.dqn.noisy import ALIGN, GroupedLinear, NoisyLinear, NoisyWeights, draw_noise
+from foxhunt.agents.dqn.noisy import (
+    ALIGN,
+    GroupedLinear,
+    NoisyLinear,
+    NoisyWeights,
+    WorkingLinear,
+    WorkingWeights,
+    draw_noise,
+)
 from foxhunt.errors import ConfigError
 
 
@@ -37,7 +45,7 @@ def _linear(in_features: int, out_features: int, noisy: bool, sigma0: float) -> 
     return (
         NoisyLinear(in_features, out_features, sigma0)
         if noisy
-        else nn.Linear(in_features, out_features)
+        else WorkingLinear(in_features, out_features)
     )
 
 
@@ -174,7 +182,7 @@ class DuelingBranches(nn.Module):
         return self._q(*self._combine(value, adv))
 
     def logits_with(self, x: Tensor,
-                    extra: nn.Linear) -> tuple[tuple[Tensor | None, Tensor], Tensor]:
+                    extra: WorkingLinear) -> tuple[tuple[Tensor | None, Tensor], Tensor]:
         """(`logits(x)`, `extra(x)`), `extra` evaluated in the hidden layer's matmul (see
         `GroupedLinear.forward_with`)."""
         h, side = self.hidden.forward_with(x, extra, relu=True)
@@ -235,7 +243,7 @@ class BranchingQNetwork(nn.Module):
             ]
             in_dim = c.hidden
         self.trunk = nn.Sequential(*layers)
-        self.aux_head = nn.Linear(c.hidden, 2)
+        self.aux_head = WorkingLinear(c.hidden, 2)
 
         out_dim = c.atoms if c.head == "c51" else 1
         self.heads = DuelingBranches(
@@ -348,35 +356,41 @@ class BranchingQNetwork(nn.Module):
         self.draw_noise(generator)
         self.compose_working_weights()
 
-    # -- working weights (see `noisy.NoisyWeights`) --------------------------------------------
+    # -- working weights (see `noisy.WorkingWeights`) -------------------------------------------
+
+    def working_layers(self) -> list[WorkingWeights]:
+        """The layers that can compute with working weights: every noisy layer, the trunk's
+        plain linear layers and the direction head."""
+        return [m for m in self.modules()
+                if isinstance(m, WorkingWeights) and getattr(m, "noisy", True)]  # fmt: skip
 
     def use_working_weights(self, dtype: torch.dtype) -> None:
-        """From now on every noisy layer computes in training mode with working copies of its
-        noisy weights in `dtype`, composed ahead. `reset_noise` composes them; whoever changes
-        the parameters otherwise calls `compose_working_weights` (the learner's optimiser step
-        does), and takes the gradients from `gradients()`."""
-        for layer in self.noisy_layers():
+        """From now on the `working_layers` compute in training mode with working copies of
+        their weights in `dtype` (noise included), composed ahead. `reset_noise` composes them;
+        whoever changes the parameters otherwise calls `compose_working_weights` (the learner's
+        optimiser step does), and takes the gradients from `gradients()`."""
+        for layer in self.working_layers():
             layer.enable_working(dtype)
 
     @torch.no_grad()
     def compose_working_weights(self) -> None:
-        for layer in self.noisy_layers():
+        for layer in self.working_layers():
             layer.compose_working()
 
     def gradients(self) -> list[Tensor | None]:
-        """Every parameter's gradient in `parameters()` order; a noisy layer's from its working
-        weights' gradients when it has working weights (`NoisyWeights.master_grads`)."""
+        """Every parameter's gradient in `parameters()` order; a layer's from its working
+        weights' gradients when it has working weights (`WorkingWeights.master_grads`)."""
         mapped: dict[int, Tensor | None] = {}
-        for layer in self.noisy_layers():
+        for layer in self.working_layers():
             if layer.weight_work is not None:
-                params = (layer.weight_mu, layer.weight_sigma, layer.bias_mu, layer.bias_sigma)
-                mapped.update(zip(map(id, params), layer.master_grads(), strict=True))
+                mapped.update(zip(map(id, layer.master_params()), layer.master_grads(),
+                                  strict=True))
         return [mapped.get(id(p), p.grad) for p in self.parameters()]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """The parameters' gradients and the working weights' (always to None for those)."""
         super().zero_grad(set_to_none)
-        for layer in self.noisy_layers():
+        for layer in self.working_layers():
             layer.clear_working_grads()
 
     def layout_info(self) -> dict[str, object]:

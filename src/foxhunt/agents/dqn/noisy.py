@@ -7,13 +7,15 @@ noisy layer of a network from one normal draw, which is what the networks use; a
 in-place `normal_`): compiled, inductor generates it inside the kernel that writes the buffers,
 where `normal_` stays a library kernel of its own with a pass over its result after it.
 
-Working weights (`NoisyWeights`, opt-in): the matrix a noisy layer computes with in training,
-mu + sigma * eps_out eps_in^T, can be composed ahead into a buffer in the compute dtype (bf16
-under autocast) instead of inside every forward pass, like the low-precision model copy of
+Working weights (`WorkingWeights`, opt-in): the matrix a layer computes with in training, for a
+noisy layer mu + sigma * eps_out eps_in^T (`NoisyWeights`), for a plain one its weight
+(`WorkingLinear`), can be composed ahead into a buffer in the compute dtype (bf16 under autocast)
+instead of inside (or cast in) every forward pass: the low-precision model copy of
 mixed-precision training (Micikevicius et al. 2018, "Mixed Precision Training"). Whoever changes
-mu, sigma or the noise then composes it again; the learner does so inside its optimiser step,
-where the new weights are in hand, and takes the masters' gradients from the working copy's
-(`master_grads`): grad mu = G, grad sigma = G * eps_out eps_in^T for G the working copy's.
+the parameters or the noise then composes it again; the learner does so inside its optimiser
+step, where the new weights are in hand, and takes the masters' gradients from the working
+copy's (`master_grads`): for G the working copy's, grad mu = G and grad sigma =
+G * eps_out eps_in^T, or the plain layer's G in float32.
 """
 
 from __future__ import annotations
@@ -60,26 +62,37 @@ def _linear_relu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
-class NoisyWeights:
-    """Working weights for a factorised noisy layer (see the module docstring).
+class WorkingWeights:
+    """Working weights: a layer's matmul operands composed ahead into buffers in the compute
+    dtype (see the module docstring).
 
-    The layer has parameters weight_mu, weight_sigma [..., out, in], bias_mu, bias_sigma
-    [..., out], noise buffers eps_out [..., out], eps_in [..., in], and `out_pad` zero rows past
-    `out_features` in its matmul operands. Once `enable_working` has run, training-mode forward
-    passes read `weight_work` [..., out + out_pad, in] and `bias_work` [..., out + out_pad] as they
-    stand: `compose_working` must follow every change of the parameters or the noise.
+    The layer has `out_features` outputs and `out_pad` zero rows past them in its matmul
+    operands. Once `enable_working` has run, training-mode forward passes read `weight_work`
+    [..., out + out_pad, in] and `bias_work` [..., out + out_pad] as they stand:
+    `compose_working` must follow every change of the parameters (or the noise). Subclasses say
+    what the operands are made of (`_composed`) and how the working copies' gradients map to
+    the parameters' (`master_params`, `_to_master_grads`).
     """
 
-    weight_mu: Tensor
-    weight_sigma: Tensor
-    bias_mu: Tensor
-    bias_sigma: Tensor
-    eps_out: Tensor
-    eps_in: Tensor
     out_features: int
     out_pad: int
     weight_work: Tensor | None
     bias_work: Tensor | None
+
+    def _master_weight(self) -> Tensor:
+        """The parameter whose shape [..., out, in] the working weight takes."""
+        raise NotImplementedError
+
+    def master_params(self) -> tuple[Tensor, ...]:
+        """The parameters `master_grads` returns gradients for, in that order."""
+        raise NotImplementedError
+
+    def _composed(self) -> tuple[Tensor, Tensor]:
+        """The operands (weight [..., out, in], bias [..., out]) without padding."""
+        raise NotImplementedError
+
+    def _to_master_grads(self, g_w: Tensor | None, g_b: Tensor | None) -> tuple[Tensor | None, ...]:
+        raise NotImplementedError
 
     def _init_working(self: nn.Module) -> None:
         self.register_buffer("weight_work", None, persistent=False)
@@ -88,7 +101,7 @@ class NoisyWeights:
     def enable_working(self, dtype: torch.dtype) -> None:
         """Allocate the working copies in `dtype` (zero padding rows included) and compose them.
         They take gradients when the parameters do."""
-        mu = self.weight_mu
+        mu = self._master_weight()
         rows = self.out_features + self.out_pad
         self.weight_work = mu.new_zeros(*mu.shape[:-2], rows, mu.shape[-1], dtype=dtype)
         self.bias_work = mu.new_zeros(*mu.shape[:-2], rows, dtype=dtype)
@@ -98,23 +111,21 @@ class NoisyWeights:
 
     @torch.no_grad()
     def compose_working(self) -> None:
-        """weight_work <- mu + sigma * eps_out eps_in^T with the current noise (bias alike)."""
+        """The working copies <- the operands as the parameters (and noise) now stand."""
         if self.weight_work is None:
             return
         out = self.out_features
-        weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
+        weight, bias = self._composed()
         self.weight_work[..., :out, :].copy_(weight)
-        self.bias_work[..., :out].copy_(torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out))
+        self.bias_work[..., :out].copy_(bias)
 
     def master_grads(self) -> tuple[Tensor | None, ...]:
-        """Gradients of (weight_mu, weight_sigma, bias_mu, bias_sigma) from the working copies'
-        (float32; None where the working copy has none), for the noise they were composed with."""
+        """Gradients of `master_params()` (float32; None where the working copy has none) from
+        the working copies', for the operands they were composed from."""
         out = self.out_features
         g_w = None if self.weight_work.grad is None else self.weight_work.grad[..., :out, :].float()
         g_b = None if self.bias_work.grad is None else self.bias_work.grad[..., :out].float()
-        outer = self.eps_out.unsqueeze(-1) * self.eps_in.unsqueeze(-2)
-        return (g_w, None if g_w is None else g_w * outer,
-                g_b, None if g_b is None else g_b * self.eps_out)
+        return self._to_master_grads(g_w, g_b)
 
     def clear_working_grads(self) -> None:
         for t in (self.weight_work, self.bias_work):
@@ -132,8 +143,72 @@ class NoisyWeights:
         for name in ("weight_work", "bias_work"):
             work = getattr(self, name, None)
             if work is not None and not work.is_leaf:
-                setattr(self, name, work.detach().requires_grad_(self.weight_mu.requires_grad))
+                setattr(self, name, work.detach().requires_grad_(
+                    self._master_weight().requires_grad))
         return module
+
+
+class NoisyWeights(WorkingWeights):
+    """Working weights of a factorised noisy layer: parameters weight_mu, weight_sigma
+    [..., out, in], bias_mu, bias_sigma [..., out] and noise buffers eps_out [..., out], eps_in
+    [..., in]; the working copy is mu + sigma * eps_out eps_in^T, and for G its gradient,
+    grad mu = G and grad sigma = G * eps_out eps_in^T."""
+
+    weight_mu: Tensor
+    weight_sigma: Tensor
+    bias_mu: Tensor
+    bias_sigma: Tensor
+    eps_out: Tensor
+    eps_in: Tensor
+
+    def _master_weight(self) -> Tensor:
+        return self.weight_mu
+
+    def master_params(self) -> tuple[Tensor, ...]:
+        return self.weight_mu, self.weight_sigma, self.bias_mu, self.bias_sigma
+
+    def _composed(self) -> tuple[Tensor, Tensor]:
+        return (noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in),
+                torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out))
+
+    def _to_master_grads(self, g_w: Tensor | None, g_b: Tensor | None) -> tuple[Tensor | None, ...]:
+        outer = self.eps_out.unsqueeze(-1) * self.eps_in.unsqueeze(-2)
+        return (g_w, None if g_w is None else g_w * outer,
+                g_b, None if g_b is None else g_b * self.eps_out)
+
+
+class WorkingLinear(WorkingWeights, nn.Linear):
+    """`nn.Linear` with optional working weights: a copy of weight and bias in the compute dtype
+    (bf16 under autocast), so that training passes do not cast the float32 parameters again
+    each time and backward writes the gradients in the dtype it computes them in; the float32
+    gradients are taken from the copy's when the optimiser reads them (`master_grads`)."""
+
+    out_pad = 0
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features)
+        self._init_working()
+
+    def _master_weight(self) -> Tensor:
+        return self.weight
+
+    def master_params(self) -> tuple[Tensor, ...]:
+        return self.weight, self.bias
+
+    def _composed(self) -> tuple[Tensor, Tensor]:
+        return self.weight, self.bias
+
+    def _to_master_grads(self, g_w: Tensor | None, g_b: Tensor | None) -> tuple[Tensor | None, ...]:
+        return g_w, g_b
+
+    def operands(self) -> tuple[Tensor, Tensor]:
+        """(weight, bias) as a forward pass reads them: the working copies when in use."""
+        if self._uses_working():
+            return self.weight_work, self.bias_work
+        return self.weight, self.bias
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, *self.operands())
 
 
 class NoisyLinear(NoisyWeights, nn.Module):
@@ -238,7 +313,7 @@ class GroupedLinear(NoisyWeights, nn.Module):
         where that is possible: a shared input without autograd)."""
         return self._forward(x, relu, None)[0]
 
-    def forward_with(self, x: Tensor, extra: nn.Linear,
+    def forward_with(self, x: Tensor, extra: WorkingLinear,
                      relu: bool = False) -> tuple[Tensor, Tensor]:
         """(the groups' outputs, `extra(x)`): a plain linear layer on the same shared input, its
         rows appended to the groups' in one matmul. Backward then takes one matmul for the
@@ -261,7 +336,7 @@ class GroupedLinear(NoisyWeights, nn.Module):
         return weight, bias
 
     def _forward(self, x: Tensor, relu: bool,
-                 extra: nn.Linear | None) -> tuple[Tensor, Tensor | None]:
+                 extra: WorkingLinear | None) -> tuple[Tensor, Tensor | None]:
         weight, bias = self._operands()
         g, o, i = weight.shape
         out = self.out_features
@@ -272,7 +347,7 @@ class GroupedLinear(NoisyWeights, nn.Module):
             if extra is not None:
                 pad = -extra.out_features % ALIGN
                 # In the working copy's dtype (bf16 under autocast, which would cast it anyway).
-                extra_w, extra_b = extra.weight.to(weight.dtype), extra.bias.to(bias.dtype)
+                extra_w, extra_b = (t.to(weight.dtype) for t in extra.operands())
                 weight = torch.cat((weight, F.pad(extra_w, (0, 0, 0, pad))))
                 bias = torch.cat((bias, F.pad(extra_b, (0, pad))))
             y = (_linear_relu if fused else F.linear)(x, weight, bias)
