@@ -124,8 +124,8 @@ class Mode:
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
     collect_steps_per_graph: int | None = None  # None: the trainer's default
-    triton_draw: bool = False  # replay.triton_draw
-    c51_fused_loss: bool = False  # agent.c51_fused_loss
+    draw_kernel: str = "auto"  # replay.draw_kernel
+    c51_loss: str = "auto"  # agent.c51_loss
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -144,12 +144,13 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 
 
 ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
-              replace(DEFAULTS, name="triton_draw", triton_draw=True),
-              replace(DEFAULTS, name="fused_c51", c51_fused_loss=True),
-              replace(DEFAULTS, name="triton_both", triton_draw=True, c51_fused_loss=True)]
+              replace(DEFAULTS, name="torch_draw", draw_kernel="torch"),
+              replace(DEFAULTS, name="plain_c51", c51_loss="plain"),
+              replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain")]
 """CUDA modes timed only when --modes names them: the defaults without side streams; the
-defaults with the prioritised draw as two Triton kernels (`replay.triton_draw`), with C51's loss
-as one Triton kernel each way (`agent.c51_fused_loss`), and with both."""
+defaults with the prioritised draw in torch instead of two Triton kernels
+(`replay.draw_kernel`), with C51's plain loss instead of one Triton kernel each way
+(`agent.c51_loss`), and with both."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
@@ -160,9 +161,9 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches,
-                          c51_fused_loss=mode.c51_fused_loss),
+                          c51_loss=mode.c51_loss),
         replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step,
-                            triton_draw=mode.triton_draw),
+                            draw_kernel=mode.draw_kernel),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
                           autocast=mode.autocast, side_streams=mode.side_streams, seed=SEED,
@@ -555,8 +556,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
                         "on CUDA also one_stream: the defaults without side streams; "
-                        "triton_draw, fused_c51, triton_both: the defaults with "
-                        "replay.triton_draw, agent.c51_fused_loss, both)")
+                        "torch_draw, plain_c51, no_triton_cuts: the defaults with "
+                        "replay.draw_kernel = torch, agent.c51_loss = plain, both)")
     parser.add_argument("--collect-block", type=int, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")

@@ -6,7 +6,8 @@
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
 # headline: the defaults only (collect blocks beside single collect steps), kernel timelines,
 # the SB3 peer.
-# kernels: the defaults against replay.triton_draw, agent.c51_fused_loss and both, without SB3.
+# kernels: the defaults against replay.draw_kernel = torch, agent.c51_loss = plain and both,
+# without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -43,7 +44,7 @@ for stage in $STAGES; do
           2> "$OUT/bench_headline.err" > /dev/null; tail -12 "$OUT/bench_headline.err" ;;
     kernels)
       timeout 360 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
-          --modes compiled_bf16 triton_draw fused_c51 triton_both --out "$OUT/bench_kernels.json" \
+          --modes compiled_bf16 torch_draw plain_c51 no_triton_cuts --out "$OUT/bench_kernels.json" \
           2> "$OUT/bench_kernels.err" > /dev/null; grep -E "update median|failed" "$OUT/bench_kernels.err" ;;
     *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, kernels)"; exit 2 ;;
   esac

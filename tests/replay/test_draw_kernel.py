@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.replay.draw_kernel import HAS_TRITON, draw, draw_reference, draw_triton
+from foxhunt.errors import ConfigError
+from foxhunt.replay import PrioritizedReplay, ReplayConfig
+from foxhunt.replay.draw_kernel import (
+    HAS_TRITON,
+    draw,
+    draw_reference,
+    draw_triton,
+    triton_draw_runs_on,
+)
 from tests.interpreted import run_interpreted
 
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
@@ -62,13 +70,18 @@ def test_kernels_match_the_reference_when_interpreted_on_cpu():
     run_interpreted("tests.replay.test_draw_kernel")
 
 
-def test_off_cuda_or_when_not_asked_for_the_draw_is_the_reference():
+def test_the_replay_draws_with_triton_where_it_can_run_and_refuses_it_elsewhere():
     mass, block, u, newest = cases()[0]
     args = (mass, block, u, torch.tensor(newest), torch.tensor(0.6))
-    for use_triton in (False, True):
-        for got, want in zip(draw(*args, use_triton=use_triton), draw_reference(*args),
-                             strict=True):
-            assert torch.equal(got, want)
+    for got, want in zip(draw(*args, use_triton=False), draw_reference(*args), strict=True):
+        assert torch.equal(got, want)
+    assert not triton_draw_runs_on(torch.device("cpu"))
+    assert triton_draw_runs_on(torch.device("cuda")) == HAS_TRITON
+    for kind in ("auto", "torch"):
+        replay = PrioritizedReplay(ReplayConfig(capacity=64, draw_kernel=kind), 4, 2)
+        assert not replay._triton_draw  # on the CPU
+    with pytest.raises(ConfigError, match="replay.draw_kernel = 'triton' needs the replay on CUDA"):
+        PrioritizedReplay(ReplayConfig(capacity=64, draw_kernel="triton"), 4, 2)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="needs triton")

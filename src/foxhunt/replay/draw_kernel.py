@@ -1,6 +1,6 @@
 """The prioritised draw (two-level inverse CDF and IS weights) in two Triton kernels.
 
-Written in torch (`draw_reference`, what `PrioritizedReplay` runs by default), a draw is about a
+Written in torch (`draw_reference`, what `PrioritizedReplay` runs off CUDA), a draw is about a
 dozen kernels on CUDA: the block masses, their prefix sum, a search, a gather of each draw's
 block, its prefix sum, a second search, the minimum mass, the weights. An update's time on the
 H200 follows its kernel count more than its work (docs/benchmarks.md), so `draw_triton` does
@@ -51,10 +51,15 @@ def draw_reference(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
     return index, (mass[index] / min_mass).pow(-beta)
 
 
+def triton_draw_runs_on(device: torch.device) -> bool:
+    """Whether `draw_triton` can run on tensors of `device` (outside the interpreter)."""
+    return HAS_TRITON and device.type == "cuda"
+
+
 def draw(mass: Tensor, block: int, u01: Tensor, newest: Tensor, beta: Tensor,
          use_triton: bool) -> tuple[Tensor, Tensor]:
-    """`draw_reference`, or `draw_triton` when asked for on CUDA with Triton importable."""
-    if use_triton and HAS_TRITON and mass.is_cuda:
+    """`draw_triton` when asked for, else `draw_reference`."""
+    if use_triton:
         return draw_triton(mass, block, u01, newest, beta)
     return draw_reference(mass, block, u01, newest, beta)
 

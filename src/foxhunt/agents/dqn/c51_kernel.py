@@ -59,11 +59,17 @@ def c51_taken_loss_reference(value: Tensor, adv: Tensor, action: Tensor, target:
     return loss, q, target_q
 
 
+def triton_loss_runs_on(device: torch.device) -> bool:
+    """Whether `c51_taken_loss_triton` can run on tensors of `device` (outside the
+    interpreter)."""
+    return HAS_TRITON and device.type == "cuda"
+
+
 def c51_taken_loss(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, support: Tensor,
                    use_triton: bool = True) -> tuple[Tensor, Tensor, Tensor]:
     """`c51_taken_loss_reference`, as the Triton kernels when the streams are on CUDA, Triton
     imports and `use_triton`."""
-    if use_triton and HAS_TRITON and adv.is_cuda:
+    if use_triton and triton_loss_runs_on(adv.device):
         return c51_taken_loss_triton(value, adv, action, target, support)
     return c51_taken_loss_reference(value, adv, action, target, support)
 

@@ -50,11 +50,14 @@ class AgentConfig(StrictConfig):
     adam_eps: float = Field(default=1.5e-4, gt=0)
     grad_clip: float = Field(default=10.0, gt=0)
     variable_selection: bool = False
-    c51_fused_loss: bool = Field(
-        default=False,
-        description="CUDA: C51's loss on the taken actions as one Triton kernel forward and one "
-        "backward (agents.dqn.c51_kernel) instead of about ten kernels; needs head = 'c51' and "
-        "dueling; off until its effect on the update is measured on the H200",
+    c51_loss: Literal["auto", "fused", "plain"] = Field(
+        default="auto",
+        description="how C51's loss on the taken actions is computed: 'fused' from the raw "
+        "dueling streams (agents.dqn.c51_kernel: one Triton kernel each way on CUDA, its torch "
+        "reference elsewhere; needs head = 'c51' and dueling), 'plain' as the network's "
+        "log-softmax over every action and then the taken rows (about ten kernels each way on "
+        "CUDA); 'auto' is 'fused' on CUDA with Triton installed and a dueling C51 head, else "
+        "'plain'",
     )
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
@@ -76,9 +79,9 @@ class AgentConfig(StrictConfig):
 
     @model_validator(mode="after")
     def _fused_loss_has_its_head(self) -> AgentConfig:
-        if self.c51_fused_loss and (self.head != "c51" or not self.dueling):
-            raise ValueError(f"c51_fused_loss needs head = 'c51' and dueling = true (got head = "
-                             f"{self.head!r}, dueling = {str(self.dueling).lower()})")
+        if self.c51_loss == "fused" and (self.head != "c51" or not self.dueling):
+            raise ValueError(f"c51_loss = 'fused' needs head = 'c51' and dueling = true (got "
+                             f"head = {self.head!r}, dueling = {str(self.dueling).lower()})")
         return self
 
     @property

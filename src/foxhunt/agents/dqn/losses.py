@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from foxhunt.agents.dqn.c51_kernel import c51_taken_loss
+from foxhunt.agents.dqn.c51_kernel import c51_taken_loss, triton_loss_runs_on
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
 from foxhunt.agents.dqn.projection import project_with_weights, projection_weights
@@ -131,10 +131,9 @@ def c51_terms(
 ) -> LossOutput:
     """Cross-entropy of the projected target against the online distribution of the taken
     action, averaged over branches; as in Rainbow (Hessel et al. 2018) that per-sample loss is
-    also the new priority. With `c51_fused_loss` (which the config allows with dueling only) it
-    is computed from the raw dueling streams by `c51_kernel.c51_taken_loss` (one Triton kernel
-    each way on CUDA)."""
-    if config.c51_fused_loss:
+    also the new priority. Fused (`AgentConfig.c51_loss`) it is computed from the raw dueling
+    streams by `c51_kernel.c51_taken_loss` (one Triton kernel each way on CUDA)."""
+    if _fused_loss(config, out):
         per_sample, q, target_q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
         return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
                        target_q.mean())
@@ -143,6 +142,12 @@ def c51_terms(
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
     mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()
     return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
+
+
+def _fused_loss(config: AgentConfig, out: QOutput) -> bool:
+    if config.c51_loss == "auto":
+        return out.value is not None and triton_loss_runs_on(out.adv.device)
+    return config.c51_loss == "fused"
 
 
 def c51_loss(
