@@ -248,7 +248,8 @@ class Learner:
         `update()` directly). A batch staged before a collect phase is stale, so every run of
         updates starts with a fresh one."""
         with float32_matmul_precision(self.spec.train.matmul_precision):
-            self.online.compose_working_weights()  # the weights may have been loaded since
+            for net in (self.online, self.target):  # the weights may have been loaded since
+                net.compose_working_weights()
             staged = self._next_batch()
             if self.batch is None:
                 self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
@@ -266,8 +267,10 @@ class Learner:
                                     self.spec.agent, self._support)
 
     def _track_online(self) -> None:
-        """Polyak: target <- (1 - tau) target + tau online."""
+        """Polyak: target <- (1 - tau) target + tau online, and the target's plain layers'
+        working weights (its noisy layers' are composed with their fresh noise in `_stage`)."""
         self._polyak()
+        self.target.compose_working_weights("plain")
 
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
         """New priorities for the sampled transitions; returns the batch's TD-error p99."""

@@ -8,7 +8,7 @@ direction head on the trunk as an auxiliary task.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -351,10 +351,10 @@ class BranchingQNetwork(nn.Module):
 
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:
-        """Fresh noise in every noisy layer, from one normal draw, and the working weights
-        composed with it."""
+        """Fresh noise in every noisy layer, from one normal draw, and their working weights
+        composed with it (the plain layers' stay as they are)."""
         self.draw_noise(generator)
-        self.compose_working_weights()
+        self.compose_working_weights("noisy")
 
     # -- working weights (see `noisy.WorkingWeights`) -------------------------------------------
 
@@ -366,16 +366,19 @@ class BranchingQNetwork(nn.Module):
 
     def use_working_weights(self, dtype: torch.dtype) -> None:
         """From now on the `working_layers` compute in training mode with working copies of
-        their weights in `dtype` (noise included), composed ahead. `reset_noise` composes them;
-        whoever changes the parameters otherwise calls `compose_working_weights` (the learner's
-        optimiser step does), and takes the gradients from `gradients()`."""
+        their weights in `dtype` (noise included), composed ahead. `reset_noise` composes the
+        noisy layers'; whoever changes the parameters calls `compose_working_weights` (the
+        learner's optimiser step does), and takes the gradients from `gradients()`."""
         for layer in self.working_layers():
             layer.enable_working(dtype)
 
     @torch.no_grad()
-    def compose_working_weights(self) -> None:
+    def compose_working_weights(self, which: Literal["all", "noisy", "plain"] = "all") -> None:
+        """Compose the working weights of every working layer, or of the noisy or the plain
+        ones only (after a change of the noise only, or of the parameters but not the noise)."""
         for layer in self.working_layers():
-            layer.compose_working()
+            if which == "all" or (which == "noisy") == isinstance(layer, NoisyWeights):
+                layer.compose_working()
 
     def gradients(self) -> list[Tensor | None]:
         """Every parameter's gradient in `parameters()` order; a layer's from its working
