@@ -192,7 +192,7 @@ def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
 def test_the_fused_c51_loss_compiles_and_trains_as_the_plain_one(tmp_path):
     """`agent.c51_loss = 'fused'`: the Triton loss inside the compiled, graphed update (no fall-back
     to eager) gives the weights and priorities the torch loss gives."""
-    runs = [learner(tmp_path / str(fused), graphs=True, autocast="off",
+    runs = [learner(tmp_path / kind, graphs=True, autocast="off",
                     agent={"c51_loss": kind}) for kind in ("plain", "fused")]
     for lr in runs:
         torch.cuda.manual_seed(7)
