@@ -265,3 +265,15 @@ def test_moving_a_layer_keeps_its_working_weights_leaves_that_take_gradients():
     layer(torch.randn(5, 4, dtype=torch.float64)).sum().backward()
     assert layer.weight_work.grad is not None and layer.bias_work.grad is not None
     assert all(g is not None for g in layer.master_grads())
+
+
+def test_noise_drawn_ahead_waits_until_taken_and_is_the_draw_reset_would_make():
+    net = BranchingQNetwork(12, AgentConfig(hidden=16, noisy_trunk=True))
+    before = [b.clone() for b in net.noise_buffers()]
+    net.draw_noise_ahead(torch.Generator().manual_seed(9))
+    assert all(torch.equal(a, b) for a, b in zip(before, net.noise_buffers(), strict=True))
+    net.take_noise_ahead()
+    taken = [b.clone() for b in net.noise_buffers()]
+    net.draw_noise(torch.Generator().manual_seed(9))
+    assert all(torch.equal(a, b) for a, b in zip(taken, net.noise_buffers(), strict=True))
+    assert not any(torch.equal(a, b) for a, b in zip(before, taken, strict=True))

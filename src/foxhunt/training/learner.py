@@ -37,8 +37,8 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act_step", "_store", "_loss", "_reprioritise", "_track_online", "_stage", "_stage_targets",
-    "_adopt", "_apply_gradients",
+    "_act_step", "_store", "_loss", "_draw_next_noise", "_reprioritise", "_track_online", "_stage",
+    "_stage_targets", "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
@@ -201,10 +201,12 @@ class Learner:
         """One Rainbow update on `self.batch`, which the previous update staged; it stages the
         next. The independent chains run side by side (inline, in this order, on the CPU):
 
-            main      loss ─ backward ─┬────────────┬ clip, Adam, next weights ┐
-            branch 0   └ new priorities ┴ adopt      │                           │
-            branch 1  Polyak, next batch, a*, target ┘                           │
-                      (the update ends when all three have) ─────────────────────┘
+            main      loss ─ backward ─────────────┬───────┬ clip, Adam, next weights ┐
+            branch 0   └ next noise, new priorities ┴ adopt │                          │
+            branch 1  Polyak, next batch, a*, target ───────┘                          │
+                      (the update ends when all three have) ───────────────────────────┘
+
+        (branch 0's new priorities also wait for branch 1's next batch: see below.)
 
         Everything the next update needs but its loss pass moves one update ahead, beside this
         update's passes:
@@ -230,6 +232,7 @@ class Learner:
             self._track_online()
             staged = self._next_batch()
         with side.branch(0):
+            self._draw_next_noise()
             # After the next batch is staged: these priorities change its draw, and `_adopt`
             # (next on this branch) copies it.
             side.wait(0, 1)
@@ -265,6 +268,11 @@ class Learner:
             out = online_pass(self.online, batch.obs, self.spec.agent, self.generator)
             return self._head.terms(out, batch.action, batch.target, batch.weight, batch.labels,
                                     self.spec.agent, self._support)
+
+    def _draw_next_noise(self) -> None:
+        """The next update's online noise, drawn ahead (`BranchingQNetwork.draw_noise_ahead`);
+        the optimiser step takes it."""
+        self.online.draw_noise_ahead(self.generator)
 
     def _track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online, and the target's plain layers'
@@ -313,12 +321,13 @@ class Learner:
 
         The loss pass computed with the noisy layers' working weights (mu + sigma * eps in the
         pass's dtype), so their gradients arrive there; the masters' are derived from them with
-        this update's noise before the next is drawn. Composing the next working weights here,
+        this update's noise before the next one (drawn beside backward by `_draw_next_noise`)
+        takes its place. Composing the next working weights here,
         in the optimiser's own pass over the parameters, saves the update's loss pass and its
         a* pass a read of every noisy mu and sigma, and its backward pass the write of their
         gradients."""
         grads = self.online.gradients()
-        self.online.draw_noise(self.generator)
+        self.online.take_noise_ahead()
         grad_norm = self.optimizer.step(grads=grads)
         self.online.compose_working_weights()
         self.update_acc += torch.stack((

@@ -24,6 +24,8 @@ from foxhunt.agents.dqn.noisy import (
     WorkingLinear,
     WorkingWeights,
     draw_noise,
+    fill_noise,
+    scaled_noise,
 )
 from foxhunt.errors import ConfigError
 
@@ -260,6 +262,8 @@ class BranchingQNetwork(nn.Module):
                 persistent=False,
             )
             self.tau_embedding = nn.Sequential(nn.Linear(c.iqn_embedding, c.hidden), nn.ReLU())
+        n_noise = sum(b.numel() for b in self.noise_buffers())
+        self.register_buffer("noise_ahead", torch.zeros(n_noise), persistent=False)
         self.reset_noise()
 
     def features(self, obs: Tensor) -> Tensor:
@@ -348,6 +352,23 @@ class BranchingQNetwork(nn.Module):
         buffers = self.noise_buffers()
         if buffers:
             draw_noise(buffers, generator)
+
+    @torch.no_grad()
+    def draw_noise_ahead(self, generator: torch.Generator | None = None) -> None:
+        """The next noise, drawn into `noise_ahead` as `draw_noise` would draw it; the layers
+        keep the current one until `take_noise_ahead`. A learner draws it beside an update's
+        backward pass instead of in the optimiser step at the end of its critical path."""
+        if self.noise_ahead.numel():
+            self.noise_ahead.copy_(scaled_noise(self.noise_ahead.numel(), self.noise_ahead,
+                                                generator))
+
+    @torch.no_grad()
+    def take_noise_ahead(self) -> None:
+        """The noise `draw_noise_ahead` drew becomes every noisy layer's (working weights are
+        left as they are, as by `draw_noise`)."""
+        buffers = self.noise_buffers()
+        if buffers:
+            fill_noise(buffers, self.noise_ahead)
 
     @torch.no_grad()
     def reset_noise(self, generator: torch.Generator | None = None) -> None:

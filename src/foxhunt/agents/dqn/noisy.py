@@ -40,8 +40,13 @@ def scaled_noise(n: int, like: Tensor, generator: torch.Generator | None) -> Ten
 @torch.no_grad()
 def draw_noise(buffers: Sequence[Tensor], generator: torch.Generator | None) -> None:
     """Refill `buffers` (same device and dtype) from one draw, in order."""
-    sizes = [b.numel() for b in buffers]
-    parts = scaled_noise(sum(sizes), buffers[0], generator).split(sizes)
+    fill_noise(buffers, scaled_noise(sum(b.numel() for b in buffers), buffers[0], generator))
+
+
+@torch.no_grad()
+def fill_noise(buffers: Sequence[Tensor], values: Tensor) -> None:
+    """Copy the flat `values` into `buffers`, in order."""
+    parts = values.split([b.numel() for b in buffers])
     torch._foreach_copy_(list(buffers), [p.view_as(b) for p, b in zip(parts, buffers, strict=True)])
 
 
