@@ -69,11 +69,13 @@ def summarize_ms(samples_ms: list[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Timing:
-    """Per-step times of one timed block and the block's total wall time."""
+    """Per-step times of one timed block and the block's total wall time; on CUDA also the
+    host's time to issue the block (`host_s`, None elsewhere)."""
 
     samples_ms: list[float]
     total_s: float
     warmup: int
+    host_s: float | None = None
 
     @property
     def iters(self) -> int:
@@ -85,8 +87,13 @@ class Timing:
         return self.iters / self.total_s
 
     def summary(self) -> dict[str, float | int]:
-        return {**summarize_ms(self.samples_ms), "iters": self.iters, "warmup": self.warmup,
-                "total_s": round(self.total_s, 4)}
+        out = {**summarize_ms(self.samples_ms), "iters": self.iters, "warmup": self.warmup,
+               "total_s": round(self.total_s, 4)}
+        if self.host_s is not None:
+            # Issuing as fast as the device runs (host_ms_per_step close to the mean) means the
+            # host, not the device, sets the pace.
+            out["host_ms_per_step"] = round(self.host_s / self.iters * 1e3, 4)
+        return out
 
 
 def time_steps(
@@ -99,12 +106,14 @@ def time_steps(
     if device.type == "cuda":
         events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
         events[0].record()
+        start = time.perf_counter()
         for i in range(iters):
             step()
             events[i + 1].record()
+        host_s = time.perf_counter() - start
         events[-1].synchronize()
         samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
-        return Timing(samples, events[0].elapsed_time(events[-1]) / 1e3, warmup)
+        return Timing(samples, events[0].elapsed_time(events[-1]) / 1e3, warmup, host_s)
     samples = []
     start = time.perf_counter()
     for _ in range(iters):
