@@ -124,6 +124,7 @@ class Mode:
     compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
     collect_steps_per_graph: int | None = None  # None: the trainer's default
+    updates_per_graph: int | None = None  # None: the trainer's default
     draw_kernel: str = "auto"  # replay.draw_kernel
     c51_loss: str = "auto"  # agent.c51_loss
 
@@ -146,11 +147,13 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
               replace(DEFAULTS, name="torch_draw", draw_kernel="torch"),
               replace(DEFAULTS, name="plain_c51", c51_loss="plain"),
-              replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain")]
+              replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain"),
+              replace(DEFAULTS, name="update_blocks", updates_per_graph=4)]
 """CUDA modes timed only when --modes names them: the defaults without side streams; the
 defaults with the prioritised draw in torch instead of two Triton kernels
 (`replay.draw_kernel`), with C51's plain loss instead of one Triton kernel each way
-(`agent.c51_loss`), and with both."""
+(`agent.c51_loss`), and with both; the defaults with 4 updates per CUDA graph
+(`train.updates_per_graph`)."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
@@ -158,6 +161,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         "compile_options": dict(mode.compile_options)}
     if mode.collect_steps_per_graph is not None:
         options["collect_steps_per_graph"] = mode.collect_steps_per_graph
+    if mode.updates_per_graph is not None:
+        options["updates_per_graph"] = mode.updates_per_graph
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
         agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches,
@@ -238,13 +243,36 @@ def collect_met(c: dict) -> bool:
 
 
 def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
-    t = time_steps(learner.update, plan.update_iters, plan.warmup, device)
-    out = {**t.summary(), "updates_per_s": round(t.per_s, 1),
-           "cuda_graph": learner.update.captured,
-           **kernel_profile(learner.update, PROFILE_ITERS, device)}
+    """Per update. With `train.updates_per_graph` k > 1 each timed call is a k-update block,
+    and its times and kernel counts are divided by k (as `measure_collect` does)."""
+    k = learner.spec.train.updates_per_graph if learner.update_block.enabled else 1
+    step = learner.update_block if k > 1 else learner.update
+    # CapturedStep captures on its 4th call: the warm-up must cover it.
+    warmup = plan.warmup if k == 1 else max(4, plan.warmup // k)
+    t = time_steps(step, max(1, plan.update_iters // k), warmup, device)
+    out = {**per_step(t.summary(), k), "updates_per_s": round(k * t.per_s, 1),
+           "updates_per_graph": k, "cuda_graph": step.captured,
+           **per_step_profile(kernel_profile(step, PROFILE_ITERS, device), k)}
     if plan.timeline:
-        out["timeline"] = kernel_timeline(learner.update, device)
+        out["timeline"] = kernel_timeline(step, device)
     return {**out, "target_met": update_met(out)}
+
+
+def per_step(summary: dict, k: int) -> dict:
+    """A k-step block's timing summary per step (the `*_ms` figures divided by k)."""
+    return {key: (round(v / k, 4) if key.endswith("_ms") or key == "host_ms_per_step" else v)
+            for key, v in summary.items()}
+
+
+def per_step_profile(profile: dict, k: int) -> dict:
+    """A k-step block's kernel profile per step."""
+    for key in ("kernels_per_step", "kernel_ms_per_step"):
+        if key in profile:
+            profile[key] = round(profile[key] / k, 4)
+    for kernel in profile.get("top_kernels", []):
+        kernel["calls_per_step"] = round(kernel["calls_per_step"] / k, 2)
+        kernel["ms_per_step"] = round(kernel["ms_per_step"] / k, 4)
+    return profile
 
 
 def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
@@ -262,15 +290,8 @@ def collect_figures(step: CapturedStep, k: int, learner: Learner, plan: Plan,
                     device: torch.device) -> dict:
     # CapturedStep captures on its 4th call: the warm-up must cover it.
     t = time_steps(step, max(1, plan.collect_steps // k), max(4, plan.warmup // k), device)
-    summary = {key: (round(v / k, 4) if key.endswith("_ms") else v)
-               for key, v in t.summary().items()}
-    profile = kernel_profile(step, PROFILE_ITERS, device)
-    for key in ("kernels_per_step", "kernel_ms_per_step"):
-        if key in profile:
-            profile[key] = round(profile[key] / k, 4)
-    for kernel in profile.get("top_kernels", []):
-        kernel["calls_per_step"] = round(kernel["calls_per_step"] / k, 2)
-        kernel["ms_per_step"] = round(kernel["ms_per_step"] / k, 4)
+    summary = per_step(t.summary(), k)
+    profile = per_step_profile(kernel_profile(step, PROFILE_ITERS, device), k)
     out = {**summary, "env_steps_per_s": round(learner.env.n_envs * k * t.per_s),
            "steps_per_graph": k, "cuda_graph": step.captured, **profile}
     if plan.timeline:
@@ -468,6 +489,9 @@ def run(args: argparse.Namespace) -> dict:
     if args.collect_block:
         all_modes = [replace(m, collect_steps_per_graph=args.collect_block) if m.cuda_graphs
                      else m for m in all_modes]
+    if args.update_block:
+        all_modes = [replace(m, updates_per_graph=args.update_block) if m.cuda_graphs
+                     else m for m in all_modes]
     env_config = training_spec(sizes, device, all_modes[0]).env
 
     log(f"{size_name} sizes on {device}: synthetic market of {sizes.bars:,} bars and features")
@@ -557,10 +581,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
                         "on CUDA also one_stream: the defaults without side streams; "
                         "torch_draw, plain_c51, no_triton_cuts: the defaults with "
-                        "replay.draw_kernel = torch, agent.c51_loss = plain, both)")
+                        "replay.draw_kernel = torch, agent.c51_loss = plain, both; "
+                        "update_blocks: the defaults with train.updates_per_graph = 4)")
     parser.add_argument("--collect-block", type=int, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")
+    parser.add_argument("--update-block", type=int, metavar="K",
+                        help="train.updates_per_graph for the graphed modes (default: the "
+                        "trainer's)")
     parser.add_argument("--timeline", action="store_true",
                         help="CUDA: also record one update's and one collect step's kernel "
                         "timeline (streams, offsets, idle time)")

@@ -173,6 +173,29 @@ def test_collect_blocks_store_what_single_steps_store(tmp_path):
     assert blocks.read_metrics() == one.read_metrics()
 
 
+def test_update_blocks_train_as_single_updates(tmp_path):
+    """k updates per graph replay: the weights, priorities and metrics of one update per
+    replay."""
+    runs = []
+    for block in (1, 4):
+        lr = learner(tmp_path / str(block), graphs=True, updates_per_graph=block)
+        torch.cuda.manual_seed(7)
+        lr.run_collect(8)
+        lr.run_updates(14)  # 3 blocks of 4 (warm-up) and 2 single updates
+        lr.run_updates(14)  # capture and replays of the block graph
+        torch.cuda.synchronize()
+        assert lr.update_block.captured == (block > 1)
+        runs.append(lr)
+    one, blocks = runs
+    for (name, a), (_, b) in zip(one.online.state_dict().items(),
+                                 blocks.online.state_dict().items()):
+        torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
+    torch.testing.assert_close(blocks.replay.priority_alpha, one.replay.priority_alpha,
+                               rtol=1e-3, atol=1e-5)
+    torch.testing.assert_close(blocks.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)
+    assert blocks.update_acc[-1].item() == one.update_acc[-1].item() == 28
+
+
 def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
     """In bf16, after replays of the captured update and collect graphs: a capture that froze a
     stale composition (or missed one) would leave the working copies behind the weights."""

@@ -74,6 +74,14 @@ def test_same_seed_gives_identical_run_log_on_cpu(market, tmp_path, head):
     assert (tmp_path / "a" / "run.jsonl").read_text() != (tmp_path / "c" / "run.jsonl").read_text()
 
 
+def test_graph_block_sizes_change_nothing_on_the_cpu(market, tmp_path):
+    """collect_steps_per_graph and updates_per_graph group CUDA-graph replays; without graphs
+    every step runs one by one, in the same order."""
+    make(market, tmp_path / "a", tiny_spec()).run()
+    make(market, tmp_path / "b", tiny_spec(updates_per_graph=4, collect_steps_per_graph=3)).run()
+    assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
+
+
 def test_resume_continues_after_an_interruption(market, tmp_path):
     spec = tiny_spec(epochs=3)
 

@@ -49,6 +49,12 @@ class TrainConfig(StrictConfig):
         description="CUDA graphs: collect steps captured in one graph (one launch per block; "
         "8 measured 49.5M vs 46.5M env-steps/s for 1 on an H200, docs/benchmarks.md)",
     )
+    updates_per_graph: int = Field(
+        default=1, ge=1,
+        description="CUDA graphs: updates captured in one graph (one launch per block of k); "
+        "an epoch's updates run as whole blocks, then single updates. 1 until measured on "
+        "the H200 (docs/benchmarks.md)",
+    )
     side_streams: bool = Field(
         default=True,
         description="CUDA: run the independent parts of an update (the target network's pass, "

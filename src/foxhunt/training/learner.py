@@ -2,7 +2,8 @@
 
 `collect()` takes one vectorised env step with the noisy online policy and stores it
 (`collect_block()` k of them); `update()` is one Rainbow update on the batch the previous one
-staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does).
+staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does;
+`update_block()` k of them).
 They keep every metric on the device in accumulators that the trainer reads once per epoch,
 and on CUDA each is captured once as a CUDA graph and replayed, its pieces compiled
 (`COMPILED_STEPS`) and the independent ones run on side streams (`Learner._update`).
@@ -143,6 +144,10 @@ class Learner:
         self.collect_block = CapturedStep(lambda: self._collect_steps(self._block),
                                           graphs and self._block > 1)
         self.update = CapturedStep(self._update, graphs)
+        # k updates per graph replay, as for collect (the last ones of a run of updates that do
+        # not fill a block replay the one-update graph).
+        self._update_block = t.updates_per_graph if graphs else 1
+        self.update_block = CapturedStep(self._updates, graphs and self._update_block > 1)
         self.batch: StagedBatch | None = None  # the next update's batch (see `prime`)
         self.transitions = 0
 
@@ -245,6 +250,10 @@ class Learner:
         side.join(1)  # Adam writes the weights (and working weights) Polyak and a* read
         self._apply_gradients(loss.metrics, td_p99)
         side.join()
+
+    def _updates(self) -> None:
+        for _ in range(self._update_block):
+            self._update()
 
     def prime(self) -> None:
         """Stage the first batch of a run of updates (`run_updates` does; call it before calling
@@ -353,8 +362,12 @@ class Learner:
     def run_updates(self, n: int) -> None:
         self.online.train()
         self.prime()
+        blocks, rest = divmod(n, self._update_block)
         with float32_matmul_precision(self.spec.train.matmul_precision):
-            for _ in range(n):
+            step = self.update_block if self._update_block > 1 else self.update
+            for _ in range(blocks):
+                step()
+            for _ in range(rest):
                 self.update()
 
     def read_metrics(self) -> EpochMetrics:
