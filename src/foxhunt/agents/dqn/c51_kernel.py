@@ -99,9 +99,9 @@ class _C51TakenLoss(torch.autograd.Function):
         loss, q, target_q = (torch.empty(b, dtype=torch.float32, device=adv.device)
                              for _ in range(3))
         _forward_kernel[(b,)](value, adv, action, target, support, loss, q, target_q,
-                              value.stride(0),
-                              *adv.stride()[:3], N_BRANCHES=branches, N_ACTIONS=actions,
-                              N_ATOMS=atoms, BLOCK_K=triton.next_power_of_2(atoms))
+                              value.stride(0), *adv.stride()[:3], N_BRANCHES=branches,
+                              N_ACTIONS=actions, N_ATOMS=atoms,
+                              BLOCK_K=triton.next_power_of_2(atoms))
         ctx.save_for_backward(value, adv, action, target)
         ctx.mark_non_differentiable(q, target_q)
         return loss, q, target_q
@@ -137,8 +137,9 @@ if HAS_TRITON:
 
     @triton.jit
     def _forward_kernel(value_ptr, adv_ptr, action_ptr, target_ptr, support_ptr, loss_ptr, q_ptr,
-                        target_q_ptr, stride_v, stride_ab, stride_abr, stride_aa, N_BRANCHES: tl.constexpr,
-                        N_ACTIONS: tl.constexpr, N_ATOMS: tl.constexpr, BLOCK_K: tl.constexpr):
+                        target_q_ptr, stride_v, stride_ab, stride_abr, stride_aa,
+                        N_BRANCHES: tl.constexpr, N_ACTIONS: tl.constexpr, N_ATOMS: tl.constexpr,
+                        BLOCK_K: tl.constexpr):
         """Program i: sample i's loss and the expected Q of its taken actions and of its target,
         branch by branch."""
         i = tl.program_id(0)

@@ -4,8 +4,9 @@ Noise lives in preallocated buffers refilled in place, so a CUDA graph that capt
 pass sees fresh noise on every replay once the refill is captured too. `draw_noise` refills every
 noisy layer of a network from one normal draw, which is what the networks use; a layer's own
 `reset_noise` is the same draw for one layer. The draw is functional (`torch.randn`, not an
-in-place `normal_`): compiled, inductor generates it inside the kernel that writes the buffers,
-where `normal_` stays a library kernel of its own with a pass over its result after it.
+in-place `normal_`): compiled, inductor generates it inside the kernel that writes the buffers
+(from the one seed kernel a compiled graph with random draws has), where `normal_` stays a
+library kernel of its own with a pass over its result after it.
 
 Working weights (`WorkingWeights`, opt-in): the matrix a layer computes with in training, for a
 noisy layer mu + sigma * eps_out eps_in^T (`NoisyWeights`), for a plain one its weight
