@@ -304,8 +304,9 @@ class Learner:
         the target network's distributions (fresh noise) of the online network's a* at s', with
         the batch's n-step returns and discounts."""
         b, env, agent = self.replay.sample(self.spec.train.batch_size), self.env, self.spec.agent
-        obs = env.observe(b.bar, b.pos_state)
-        next_obs = env.observe(b.next_bar, b.next_pos_state)
+        # Both observations in one gather (one kernel, not two).
+        obs, next_obs = env.observe(torch.cat((b.bar, b.next_bar)),
+                                    torch.cat((b.pos_state, b.next_pos_state))).chunk(2)
         self.target.reset_noise(self.generator)
         with self._autocast():
             next_dist = target_distributions(self.target, next_obs, agent, self.generator)
