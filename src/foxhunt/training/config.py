@@ -60,6 +60,12 @@ class TrainConfig(StrictConfig):
         description="CUDA: run the independent parts of an update (the target network's pass, "
         "the priority write-back) on side streams, in parallel with the online network's",
     )
+    side_streams_first: bool = Field(
+        default=False,
+        description="CUDA: the side streams at high priority, so that the GPU schedules their "
+        "ready kernels (the next batch's staging, which the update waits on) before the main "
+        "stream's; captured graphs keep the priority per kernel. Off until measured on the H200",
+    )
     autocast: Literal["off", "bf16"] = Field(
         default="bf16",
         description="CUDA: run the network passes under bf16 autocast (matmuls in bf16, "

@@ -62,12 +62,16 @@ class SideStreams:
     branch k after branch j; `join()` orders the current stream after every branch, `join(k)`
     after branch k only. Tensors passed between streams must stay referenced until the full
     `join()` that follows their last use (the caching allocator could otherwise hand their
-    memory to another stream early); locals of the step function are.
+    memory to another stream early); locals of the step function are. With `first`, the side
+    streams run at high priority: their ready kernels are scheduled before the current stream's.
     """
 
-    def __init__(self, device: torch.device, n: int, enabled: bool = True):
+    def __init__(self, device: torch.device, n: int, enabled: bool = True, first: bool = False):
         on = enabled and device.type == "cuda"
-        self.streams = [torch.cuda.Stream(device) for _ in range(n)] if on else []
+        # Graph kernels keep the priority of the stream they were captured on (torch
+        # instantiates graphs with per-node priorities).
+        priority = -1 if first else 0  # lower is higher; 0 is the default
+        self.streams = [torch.cuda.Stream(device, priority=priority) for _ in range(n)] if on else []
         # Branches entered since the last full join. Only those may be joined: inside a graph
         # capture, waiting on a stream that took no part in it is an error.
         self._open: set[int] = set()

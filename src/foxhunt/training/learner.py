@@ -120,7 +120,7 @@ class Learner:
         self._head = HEADS[a.head]
         self._support = self.online.support if a.head == "c51" else None
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
-        self._streams = SideStreams(device, 2, enabled=t.side_streams)
+        self._streams = SideStreams(device, 2, enabled=t.side_streams, first=t.side_streams_first)
         compile_steps = device.type == "cuda" and t.compile
         if compile_steps:
             check_inductor_options(t.compile_options, "[train] compile_options")
