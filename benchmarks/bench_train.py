@@ -126,6 +126,7 @@ class Mode:
     collect_steps_per_graph: int | None = None  # None: the trainer's default
     updates_per_graph: int | None = None  # None: the trainer's default
     side_streams_first: bool = False  # train.side_streams_first
+    twin_target_pass: bool = False  # train.twin_target_pass
     draw_kernel: str = "auto"  # replay.draw_kernel
     c51_loss: str = "auto"  # agent.c51_loss
 
@@ -150,13 +151,15 @@ ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
               replace(DEFAULTS, name="plain_c51", c51_loss="plain"),
               replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain"),
               replace(DEFAULTS, name="update_blocks", updates_per_graph=4),
-              replace(DEFAULTS, name="side_first", side_streams_first=True)]
+              replace(DEFAULTS, name="side_first", side_streams_first=True),
+              replace(DEFAULTS, name="twin_pass", twin_target_pass=True)]
 """CUDA modes timed only when --modes names them: the defaults without side streams; the
 defaults with the prioritised draw in torch instead of two Triton kernels
 (`replay.draw_kernel`), with C51's plain loss instead of one Triton kernel each way
 (`agent.c51_loss`), and with both; the defaults with 4 updates per CUDA graph
 (`train.updates_per_graph`); the defaults with the side streams at high priority
-(`train.side_streams_first`)."""
+(`train.side_streams_first`); the defaults with the online and target passes at s' as one
+(`train.twin_target_pass`)."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
@@ -175,7 +178,8 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
                           cuda_graphs=mode.cuda_graphs, compile=mode.compile,
                           autocast=mode.autocast, side_streams=mode.side_streams,
-                          side_streams_first=mode.side_streams_first, seed=SEED,
+                          side_streams_first=mode.side_streams_first,
+                          twin_target_pass=mode.twin_target_pass, seed=SEED,
                           **options),
     )
 
@@ -587,7 +591,8 @@ def main(argv: list[str] | None = None) -> None:
                         "torch_draw, plain_c51, no_triton_cuts: the defaults with "
                         "replay.draw_kernel = torch, agent.c51_loss = plain, both; "
                         "update_blocks: the defaults with train.updates_per_graph = 4; "
-                        "side_first: the defaults with train.side_streams_first)")
+                        "side_first: the defaults with train.side_streams_first; "
+                        "twin_pass: the defaults with train.twin_target_pass)")
     parser.add_argument("--collect-block", type=int, metavar="K",
                         help="train.collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")

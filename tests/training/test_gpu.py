@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -194,6 +196,22 @@ def test_update_blocks_train_as_single_updates(tmp_path):
                                rtol=1e-3, atol=1e-5)
     torch.testing.assert_close(blocks.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)
     assert blocks.update_acc[-1].item() == one.update_acc[-1].item() == 28
+
+
+def test_the_twin_pass_compiles_and_trains_in_the_graphed_update(tmp_path):
+    """`train.twin_target_pass`: the paired pass and its shared working weights compile and
+    capture (no fall-back to eager), train to finite metrics, and leave every working copy
+    composed."""
+    lr = learner(tmp_path, graphs=True, twin_target_pass=True)
+    lr.run_collect(2 * lr.spec.train.collect_steps_per_graph)
+    lr.run_updates(12)
+    torch.cuda.synchronize()
+    assert lr.compiled and lr.update.captured
+    metrics = lr.read_metrics().update
+    assert metrics["updates"] == 12 and all(math.isfinite(metrics[k]) for k in ("loss", "grad_norm"))
+    bf16 = 2.0**-7
+    for net in (lr.online, lr.target):
+        assert_working_weights_are_composed(net, rtol=bf16)
 
 
 def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):

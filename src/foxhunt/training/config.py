@@ -60,6 +60,13 @@ class TrainConfig(StrictConfig):
         description="CUDA: run the independent parts of an update (the target network's pass, "
         "the priority write-back) on side streams, in parallel with the online network's",
     )
+    twin_target_pass: bool = Field(
+        default=False,
+        description="the online and the target network's passes at s' (double DQN's a* and "
+        "its target) as one pass over paired layers (agents.dqn.twin: half the matmul "
+        "launches); needs a dueling, noisy C51 head without variable selection. Off until "
+        "measured on the H200",
+    )
     side_streams_first: bool = Field(
         default=False,
         description="CUDA: the side streams at high priority, so that the GPU schedules their "

@@ -26,6 +26,7 @@ from foxhunt.agents.dqn.losses import (
     take_action,
     target_distributions,
 )
+from foxhunt.agents.dqn.twin import TwinPass
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
@@ -112,6 +113,10 @@ class Learner:
         # `_apply_gradients`).
         for net in (self.online, self.target):
             net.use_working_weights(torch.bfloat16 if self.autocast else torch.float32)
+        self._twin = TwinPass(self.online, self.target) if t.twin_target_pass else None
+        # The staging draws the target's noise, unless it reads the twin pass's paired weights:
+        # then `_track_online` (a step of its own) draws it (see `twin`).
+        self._target_noise_in_stage = self._twin is None
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
                                      max_norm=a.grad_clip)
         self.replay = PrioritizedReplay(
@@ -262,6 +267,8 @@ class Learner:
         with float32_matmul_precision(self.spec.train.matmul_precision):
             for net in (self.online, self.target):  # the weights may have been loaded since
                 net.compose_working_weights()
+            if not self._target_noise_in_stage:
+                self.target.reset_noise(self.generator)
             staged = self._next_batch()
             if self.batch is None:
                 self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
@@ -285,9 +292,12 @@ class Learner:
 
     def _track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online, and the target's plain layers'
-        working weights (its noisy layers' are composed with their fresh noise in `_stage`)."""
+        working weights (its noisy layers' are composed with their fresh noise in `_stage`, or
+        here with the twin pass)."""
         self._polyak()
         self.target.compose_working_weights("plain")
+        if not self._target_noise_in_stage:
+            self.target.reset_noise(self.generator)
 
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
         """New priorities for the sampled transitions; returns the batch's TD-error p99."""
@@ -307,11 +317,17 @@ class Learner:
         # Both observations in one gather (one kernel, not two).
         obs, next_obs = env.observe(torch.cat((b.bar, b.next_bar)),
                                     torch.cat((b.pos_state, b.next_pos_state))).chunk(2)
-        self.target.reset_noise(self.generator)
+        if self._target_noise_in_stage:
+            self.target.reset_noise(self.generator)
         with self._autocast():
-            next_dist = target_distributions(self.target, next_obs, agent, self.generator)
-            chosen = take_action(next_dist,
-                                 greedy_next_actions(self.online, next_obs, self.generator))
+            if self._twin is not None:
+                log_probs = self._twin.log_probs(next_obs)  # [online, target]
+                a_star = self.online.expected_q(log_probs[0]).argmax(dim=-1)
+                chosen = take_action(log_probs[1], a_star)
+            else:
+                next_dist = target_distributions(self.target, next_obs, agent, self.generator)
+                chosen = take_action(next_dist,
+                                     greedy_next_actions(self.online, next_obs, self.generator))
         fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
         return fields, self._head.target_operands(chosen, b.ret, b.discount, self._support)
 
