@@ -82,3 +82,11 @@ def test_it_needs_working_weights():
     online = BranchingQNetwork(OBS, AgentConfig(hidden=16, atoms=11))
     with pytest.raises(ValueError, match="working weights"):
         TwinPass(online, copy.deepcopy(online))
+
+
+def test_it_refuses_a_network_in_eval_mode():
+    online, target = pair(CONFIGS["default"])
+    twin = TwinPass(online, target)
+    target.eval()
+    with pytest.raises(RuntimeError, match="training mode"):
+        twin.log_probs(torch.randn(2, OBS))

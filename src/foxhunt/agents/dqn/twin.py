@@ -53,6 +53,9 @@ class TwinPass:
         """[2, B, Br, A, atoms]: the online network's log-probabilities, then the target's, as
         each network's `distributions(obs)` in training mode gives them."""
         online = self.online
+        if not (online.training and self.target.training):
+            raise RuntimeError("TwinPass.log_probs: both networks must be in training mode (it "
+                               "computes with their working weights, which eval() ignores)")
         x = F.pad(obs, (0, online.input_pad)) if online.input_pad else obs
         h = self._trunk(x)
         heads = online.heads
