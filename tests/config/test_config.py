@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from foxhunt.config import Settings, load_settings
 from foxhunt.errors import ConfigError
@@ -13,7 +14,7 @@ def test_defaults_load_and_are_frozen(isolated_home):
     assert resolved.home == isolated_home
     assert resolved.store_path == isolated_home / "store.duckdb"
     assert resolved.sources == ["built-in defaults.toml"]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         resolved.settings.data.store = "x"  # type: ignore[misc]
 
 

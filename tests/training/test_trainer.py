@@ -106,7 +106,7 @@ def test_resume_refuses_other_settings(market, tmp_path):
 def test_too_little_data_for_the_folds_is_a_clear_error(tmp_path):
     small = synth(400, 0.0)
     with pytest.raises(ConfigError, match="too few"):
-        make(small, tmp_path, tiny_spec(folds=4)).folds
+        _ = make(small, tmp_path, tiny_spec(folds=4)).folds
 
 
 def test_a_folds_learner_is_released_before_the_next_fold_builds_its_own(market, tmp_path):
