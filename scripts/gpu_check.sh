@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
 #   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline] [defaults]
-#                             [kernels]
+#                             [branches] [kernels]
 #   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
 # headline: the defaults only (collect blocks beside single collect steps), kernel timelines,
 # the SB3 peer.
 # defaults: the defaults only, without SB3, with kernel timelines (a quick check of the update).
+# branches: benchmarks/probe_graph_branches.py (two chains of small kernels in one graph), with
+# the default hardware queues and with CUDA_DEVICE_MAX_CONNECTIONS=32.
 # kernels: the defaults against replay.draw_kernel = torch, agent.c51_loss = plain and both,
 # without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
@@ -48,10 +50,18 @@ for stage in $STAGES; do
       timeout 150 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --modes compiled_bf16 \
           --timeline --out "$OUT/bench_defaults.json" 2> "$OUT/bench_defaults.err" > /dev/null
       grep -E "update median|collect [0-9]|failed" "$OUT/bench_defaults.err" ;;
+    branches)
+      for conn in default 32; do
+        extra=; [ "$conn" != default ] && extra=CUDA_DEVICE_MAX_CONNECTIONS=$conn
+        env $extra timeout 120 python3 \
+            benchmarks/probe_graph_branches.py --out "$OUT/probe_branches_$conn.json" \
+            2> "$OUT/probe_branches_$conn.err" > /dev/null
+        echo "== connections $conn"; grep -E "median" "$OUT/probe_branches_$conn.err"
+      done ;;
     kernels)
       timeout 360 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
           --modes compiled_bf16 torch_draw plain_c51 no_triton_cuts --out "$OUT/bench_kernels.json" \
           2> "$OUT/bench_kernels.err" > /dev/null; grep -E "update median|failed" "$OUT/bench_kernels.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, kernels)"; exit 2 ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, branches, kernels)"; exit 2 ;;
   esac
 done
