@@ -22,6 +22,7 @@ G * eps_out eps_in^T, or the plain layer's G in float32.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 
 import torch
@@ -68,7 +69,7 @@ def _linear_relu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     return y.reshape(*x.shape[:-1], weight.shape[0])
 
 
-class WorkingWeights:
+class WorkingWeights(ABC):
     """Working weights: a layer's matmul operands composed ahead into buffers in the compute
     dtype (see the module docstring).
 
@@ -85,20 +86,21 @@ class WorkingWeights:
     weight_work: Tensor | None
     bias_work: Tensor | None
 
+    @abstractmethod
     def _master_weight(self) -> Tensor:
         """The parameter whose shape [..., out, in] the working weight takes."""
-        raise NotImplementedError
 
+    @abstractmethod
     def master_params(self) -> tuple[Tensor, ...]:
         """The parameters `master_grads` returns gradients for, in that order."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _composed(self) -> tuple[Tensor, Tensor]:
         """The operands (weight [..., out, in], bias [..., out]) without padding."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _to_master_grads(self, g_w: Tensor | None, g_b: Tensor | None) -> tuple[Tensor | None, ...]:
-        raise NotImplementedError
+        """`master_params()`'s gradients from the working copies' (g_w, g_b)."""
 
     def _init_working(self: nn.Module) -> None:
         self.register_buffer("weight_work", None, persistent=False)
