@@ -15,8 +15,9 @@ synthetic graphs of the same shape, with kernels of a chosen size, to say which 
 - `both_side_high_priority`: `both` with the side stream at high priority;
 - `both_x4`: four copies of `both` in one graph (per copy: the cost of a replay's launch).
 
-For each: the replay's median and mean time (CUDA events), the host's time to issue a replay,
-and from one profiled replay the offset at which each chain's first kernel starts. If `both` is
+For each: the replay's median and mean time (CUDA events), the host's time to issue a replay
+(`host_ms_per_step`), and from one profiled replay the offset at which each chain's first
+kernel starts. If `both` is
 close to `main_only` + `side_only`, the chains do not overlap; if the side chain starts late,
 the replay issues its kernels in an order that holds it back. Run it with
 CUDA_DEVICE_MAX_CONNECTIONS set to compare hardware queue counts. Prints one JSON document.
@@ -25,13 +26,11 @@ CUDA_DEVICE_MAX_CONNECTIONS set to compare hardware queue counts. Prints one JSO
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
-from itertools import pairwise
 
 import torch
 
-from _common import emit, log, summarize_ms
+from _common import emit, log, time_steps
 
 ITERS = 300
 WARMUP = 20
@@ -85,22 +84,6 @@ def build(variant: str, main_n: int, side_n: int, numel: int,
     return graph, graph.replay
 
 
-def measure(replay: Callable[[], None], device: torch.device) -> dict:
-    for _ in range(WARMUP):
-        replay()
-    torch.cuda.synchronize(device)
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(ITERS + 1)]
-    events[0].record()
-    start = time.perf_counter()
-    for i in range(ITERS):
-        replay()
-        events[i + 1].record()
-    host_s = time.perf_counter() - start
-    events[-1].synchronize()
-    samples = [x.elapsed_time(y) for x, y in pairwise(events)]
-    return {**summarize_ms(samples), "host_ms_per_replay": round(host_s / ITERS * 1e3, 4)}
-
-
 def first_kernels(replay: Callable[[], None], device: torch.device) -> dict:
     """From one profiled replay: kernel count, span, and each stream's first kernel offset."""
     from torch.profiler import ProfilerActivity, profile
@@ -139,11 +122,12 @@ def main() -> None:
     results = {}
     for variant in VARIANTS:
         _, replay = build(variant, args.main, args.side, args.numel, device)
-        row = {**measure(replay, device), **first_kernels(replay, device)}
+        summary = time_steps(replay, ITERS, WARMUP, device).summary()
+        row = {**summary, **first_kernels(replay, device)}
         if variant == "both_x4":
             row["median_ms_per_copy"] = round(row["median_ms"] / 4, 4)
         results[variant] = row
-        log(f"{variant}: median {row['median_ms']} ms, host {row['host_ms_per_replay']} ms")
+        log(f"{variant}: median {row['median_ms']} ms, host {row['host_ms_per_step']} ms")
     emit("probe_graph_branches", device,
          {"config": vars(args), "results": results,
           "notes": ["each kernel is one in-place add on --numel float32 elements"]}, args.out)
