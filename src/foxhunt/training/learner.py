@@ -113,10 +113,10 @@ class Learner:
         # `_apply_gradients`).
         for net in (self.online, self.target):
             net.use_working_weights(torch.bfloat16 if self.autocast else torch.float32)
+        # With the twin pass the staging reads both networks' paired working weights, so it
+        # must not also write the target's half: `_track_online` draws the target's noise
+        # instead (see `twin`).
         self._twin = TwinPass(self.online, self.target) if t.twin_target_pass else None
-        # The staging draws the target's noise, unless it reads the twin pass's paired weights:
-        # then `_track_online` (a step of its own) draws it (see `twin`).
-        self._target_noise_in_stage = self._twin is None
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
                                      max_norm=a.grad_clip)
         self.replay = PrioritizedReplay(
@@ -267,7 +267,7 @@ class Learner:
         with float32_matmul_precision(self.spec.train.matmul_precision):
             for net in (self.online, self.target):  # the weights may have been loaded since
                 net.compose_working_weights()
-            if not self._target_noise_in_stage:
+            if self._twin is not None:
                 self.target.reset_noise(self.generator)
             staged = self._next_batch()
             if self.batch is None:
@@ -296,7 +296,7 @@ class Learner:
         here with the twin pass)."""
         self._polyak()
         self.target.compose_working_weights("plain")
-        if not self._target_noise_in_stage:
+        if self._twin is not None:
             self.target.reset_noise(self.generator)
 
     def _reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
@@ -317,7 +317,7 @@ class Learner:
         # Both observations in one gather (one kernel, not two).
         obs, next_obs = env.observe(torch.cat((b.bar, b.next_bar)),
                                     torch.cat((b.pos_state, b.next_pos_state))).chunk(2)
-        if self._target_noise_in_stage:
+        if self._twin is None:
             self.target.reset_noise(self.generator)
         with self._autocast():
             if self._twin is not None:
