@@ -150,14 +150,14 @@ ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
               replace(DEFAULTS, name="torch_draw", draw_kernel="torch"),
               replace(DEFAULTS, name="plain_c51", c51_loss="plain"),
               replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain"),
-              replace(DEFAULTS, name="update_blocks", updates_per_graph=4),
+              replace(DEFAULTS, name="single_updates", updates_per_graph=1),
               replace(DEFAULTS, name="side_first", side_streams_first=True),
               replace(DEFAULTS, name="twin_pass", twin_target_pass=True)]
 """CUDA modes timed only when --modes names them: the defaults without side streams; the
 defaults with the prioritised draw in torch instead of two Triton kernels
 (`replay.draw_kernel`), with C51's plain loss instead of one Triton kernel each way
-(`agent.c51_loss`), and with both; the defaults with 4 updates per CUDA graph
-(`train.updates_per_graph`); the defaults with the side streams at high priority
+(`agent.c51_loss`), and with both; the defaults with one update per CUDA graph
+(`train.updates_per_graph`, 4 by default); the defaults with the side streams at high priority
 (`train.side_streams_first`); the defaults with the online and target passes at s' as one
 (`train.twin_target_pass`)."""
 
@@ -590,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
                         "on CUDA also one_stream: the defaults without side streams; "
                         "torch_draw, plain_c51, no_triton_cuts: the defaults with "
                         "replay.draw_kernel = torch, agent.c51_loss = plain, both; "
-                        "update_blocks: the defaults with train.updates_per_graph = 4; "
+                        "single_updates: the defaults with train.updates_per_graph = 1; "
                         "side_first: the defaults with train.side_streams_first; "
                         "twin_pass: the defaults with train.twin_target_pass)")
     parser.add_argument("--collect-block", type=int, metavar="K",
