@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
 #   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline] [defaults]
-#                             [branches] [kernels]
+#                             [branches] [kernels] [inductor]
 #   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
@@ -12,6 +12,8 @@
 # the default hardware queues and with CUDA_DEVICE_MAX_CONNECTIONS=32.
 # kernels: the defaults against replay.draw_kernel = torch, agent.c51_loss = plain and both,
 # without SB3.
+# inductor: the defaults against inductor's coordinate-descent tuning and max-autotune for the
+# matmuls (each on top of the default combo kernels, each in its own process), without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -62,6 +64,15 @@ for stage in $STAGES; do
       timeout 360 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
           --modes compiled_bf16 torch_draw plain_c51 no_triton_cuts --out "$OUT/bench_kernels.json" \
           2> "$OUT/bench_kernels.err" > /dev/null; grep -E "update median|failed" "$OUT/bench_kernels.err" ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, branches, kernels)"; exit 2 ;;
+    inductor)
+      for variant in defaults coordinate_descent_tuning max_autotune_gemm; do
+        extra=; [ "$variant" != defaults ] && extra="--inductor combo_kernels=true --inductor $variant=true"
+        limit=100; [ "$variant" = max_autotune_gemm ] && limit=280
+        timeout $limit python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
+            --modes compiled_bf16 $extra --out "$OUT/inductor_$variant.json" \
+            2> "$OUT/inductor_$variant.err" > /dev/null
+        echo "== $variant"; grep -E "update median|collect [0-9]|failed|Error" "$OUT/inductor_$variant.err"
+      done ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, branches, kernels, inductor)"; exit 2 ;;
   esac
 done
