@@ -8,7 +8,8 @@ from the working weights' after one bf16 update).
 - `squares`: each gradient's sum of squares, summed, then the square root.
 
 For each, compiled (`combo_kernels`, as the trainer compiles) and replayed as a CUDA graph: the
-replay's median time, its kernels, and the norm against `cat`'s. Prints one JSON document.
+replay's median time, its kernels, and the norm it computes (to check the forms agree).
+Prints one JSON document.
 """
 
 from __future__ import annotations
