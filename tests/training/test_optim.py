@@ -120,3 +120,52 @@ def test_explicit_gradients_step_as_the_parameters_own_would(math):
         opt.step(grads=grads[:2])
     with pytest.raises(RuntimeError, match=r"parameters \[1\] have no gradient"):
         opt.step(grads=[grads[0], None, grads[2]])
+
+
+def test_one_step_count_serves_every_parameter_and_saves_as_one_each():
+    params = _params(6)
+    opt = ClippedAdam(params, lr=1e-3)
+    for step in range(2):
+        _set_grads(params, step, 1.0)
+        opt.step()
+    assert len({id(opt.state[p]["step"]) for p in params}) == 1
+    saved = opt.state_dict()["state"]
+    assert [float(s["step"]) for s in saved.values()] == [2.0] * len(params)
+    assert len({id(s["step"]) for s in saved.values()}) == len(params)
+    saved[0]["step"] += 5  # a copy: the optimiser's count does not move
+    assert float(opt.state[params[0]]["step"]) == 2.0
+
+
+def test_loading_keeps_the_state_tensors_a_captured_step_reads():
+    params = _params(7)
+    opt = ClippedAdam(params, lr=1e-3)
+    before = {k: [opt.state[p][k] for p in params] for k in ("step", "exp_avg", "exp_avg_sq")}
+    donor = ClippedAdam(_params(7), lr=1e-3)
+    for step in range(3):
+        _set_grads(donor.param_groups[0]["params"], step, 1.0)
+        donor.step()
+    opt.load_state_dict(donor.state_dict())
+    for key, tensors in before.items():
+        assert all(opt.state[p][key] is t for p, t in zip(params, tensors, strict=True))
+    for p, q in zip(params, donor.param_groups[0]["params"], strict=True):
+        assert torch.equal(opt.state[p]["exp_avg"], donor.state[q]["exp_avg"])
+    assert float(opt.state[params[0]]["step"]) == 3.0
+    opt.load_state_dict(ClippedAdam(_params(7), lr=1e-3).state_dict())
+    assert float(opt.state[params[0]]["step"]) == 0.0
+    opt.load_state_dict(torch.optim.Adam(_params(7), lr=1e-3).state_dict())  # no state at all
+    assert not any(opt.state[p]["exp_avg"].any() for p in params)
+
+
+def test_loading_rejects_step_counts_that_differ_between_parameters():
+    params = _params(8)
+    saved = ClippedAdam(params, lr=1e-3).state_dict()
+    saved["state"][1]["step"] = torch.tensor(4.0)
+    with pytest.raises(ValueError, match=r"step counts differ between parameters \(\[0.0, 4.0\]\)"):
+        ClippedAdam(_params(8), lr=1e-3).load_state_dict(saved)
+
+
+def test_parameters_on_two_devices_are_an_error():
+    params = _params(9)
+    params[1] = torch.nn.Parameter(params[1].detach().to("meta"))
+    with pytest.raises(ValueError, match="parameters on one device"):
+        ClippedAdam(params, lr=1e-3)

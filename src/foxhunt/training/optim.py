@@ -24,6 +24,11 @@ class ClippedAdam(torch.optim.Optimizer):
     ("step", "exp_avg", "exp_avg_sq") and their meaning are `torch.optim.Adam`'s, so each
     optimiser loads the other's state_dict. The state exists from construction (not from the
     first step), so a CUDA graph can capture the first step too.
+
+    Every parameter takes every step, so all of them share one step tensor (`state["step"]` is
+    the same object for each): a step increments one scalar, where a counter per parameter was
+    a multi-tensor kernel of its own on the critical path of a compiled update. `state_dict()`
+    hands out a copy per parameter, as torch's Adam keeps them.
     """
 
     def __init__(self, params: Iterable[Tensor], lr: float,
@@ -37,25 +42,58 @@ class ClippedAdam(torch.optim.Optimizer):
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "max_norm": max_norm})
         if len(self.param_groups) != 1:
             raise ValueError("ClippedAdam: one parameter group (the clip norm spans all of them)")
-        for p in self.param_groups[0]["params"]:
+        params = self.param_groups[0]["params"]
+        devices = {p.device for p in params}
+        if len(devices) != 1:
+            raise ValueError("ClippedAdam: parameters on one device (got "
+                             f"{sorted(map(str, devices))})")
+        self._step = torch.zeros((), dtype=torch.float32, device=params[0].device)
+        for p in params:
             self.state[p] = {
-                "step": torch.zeros((), dtype=torch.float32, device=p.device),
+                "step": self._step,
                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
             }
 
+    def state_dict(self) -> dict:
+        """As torch's, with a step tensor of its own for each parameter (torch's Adam, loading
+        it, increments each)."""
+        saved = super().state_dict()
+        saved["state"] = {i: {**s, "step": s["step"].clone()} for i, s in saved["state"].items()}
+        return saved
+
     def load_state_dict(self, state_dict: dict) -> None:
         """As torch's, and then: settings the saved groups lack (a `torch.optim.Adam` state has
-        no max_norm) keep this optimiser's, and every step count is a float32 tensor on its
-        parameter's device (torch leaves it where it was saved, e.g. on the CPU of a checkpoint,
-        where a CUDA-graph-captured step could not read it)."""
+        no max_norm) keep this optimiser's, and the loaded values are copied into the state
+        tensors this optimiser already has (torch would replace them, leaving a CUDA graph that
+        captured a step reading the old ones; and it leaves a step count where it was saved, e.g.
+        on the CPU of a checkpoint). A parameter without saved state starts from zero moments.
+        Saved step counts that differ between parameters are an error: this optimiser steps
+        every parameter every time."""
+        counts = {float(s["step"]) for s in state_dict.get("state", {}).values() if "step" in s}
+        if len(counts) > 1:
+            raise ValueError(f"ClippedAdam.load_state_dict: the saved step counts differ between "
+                             f"parameters ({sorted(counts)}); this optimiser steps all of them "
+                             "together")
+        params = self.param_groups[0]["params"]
+        kept = {p: self.state[p] for p in params}
         super().load_state_dict(state_dict)
-        for group in self.param_groups:
-            for key, value in self.defaults.items():
-                group.setdefault(key, value)
-            for p in group["params"]:
-                state = self.state[p]
-                state["step"] = state["step"].to(device=p.device, dtype=torch.float32)
+        group = self.param_groups[0]
+        for key, value in self.defaults.items():
+            group.setdefault(key, value)
+        for i, p in enumerate(params):
+            loaded, state = self.state[p], kept[p]
+            for key in ("exp_avg", "exp_avg_sq"):
+                if key not in loaded:
+                    state[key].zero_()
+                elif loaded[key].shape != p.shape:
+                    raise ValueError(f"ClippedAdam.load_state_dict: parameter {i}'s {key} has "
+                                     f"shape {tuple(loaded[key].shape)}, the parameter "
+                                     f"{tuple(p.shape)}")
+                else:
+                    state[key].copy_(loaded[key])
+            self.state[p] = state
+        self._step.fill_(counts.pop() if counts else 0.0)
 
     @torch.no_grad()
     def step(self, closure: None = None,  # type: ignore[override]
@@ -77,13 +115,12 @@ class ClippedAdam(torch.optim.Optimizer):
                                "parameter steps every time; call backward first)")
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         states = [self.state[p] for p in params]
-        m, v, steps = ([s[k] for s in states] for k in ("exp_avg", "exp_avg_sq", "step"))
+        m, v = ([s[k] for s in states] for k in ("exp_avg", "exp_avg_sq"))
         # One norm over the gradients laid end to end: compiled, the fastest of the three forms
         # benchmarks/probe_grad_norm.py times (5 kernels, against 7 and 28).
         grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
         c = (group["max_norm"] / (grad_norm + 1e-6)).clamp(max=1.0)
-        torch._foreach_add_(steps, 1)
-        t = steps[0]  # every parameter has taken every step
+        t = self._step.add_(1)
         # The same math two ways, each the faster where it runs (H200, 2026-12-02): compiled,
         # per-tensor ops fuse into one kernel per parameter (0.289 ms per update, against 0.311
         # for inductor's one multi-tensor kernel); eagerly and in a plain CUDA graph,
