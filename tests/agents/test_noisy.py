@@ -10,7 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
-from foxhunt.agents.dqn.noisy import GroupedLinear, WorkingLinear, draw_noise, scaled_noise
+from foxhunt.agents.dqn.noisy import (
+    GroupedLinear,
+    WorkingLinear,
+    draw_noise,
+    pad_to_align,
+    scaled_noise,
+)
 
 
 def test_initialisation_follows_the_paper():
@@ -98,10 +104,12 @@ def test_grouped_linear_equals_separate_layers(shared_input, noisy, lead):
     torch.testing.assert_close(layer(x), _per_group_reference(layer, x))
 
 
+@pytest.mark.parametrize(("groups", "out"), [(3, 6), (4, 256)], ids=["narrow", "wide"])
 @pytest.mark.parametrize("grad", [True, False])
-def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
+def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad, groups, out):
+    """Wide: 4 x 256 + 2 outputs, padded to 1088 columns (`pad_to_align`) and sliced back."""
     torch.manual_seed(4)
-    layer = GroupedLinear(3, 8, 6, shared_input=True, noisy=True)
+    layer = GroupedLinear(groups, 8, out, shared_input=True, noisy=True)
     draw_noise(list(layer.noise_buffers()), None)
     extra = WorkingLinear(8, 2)
     x = torch.randn(5, 8, requires_grad=grad)
@@ -118,6 +126,11 @@ def test_an_extra_layer_in_the_groups_matmul_equals_both_layers_run_apart(grad):
         apart = [x.grad, layer.weight_mu.grad, layer.weight_sigma.grad, extra.weight.grad]
         for a, b in zip(fused, apart, strict=True):
             torch.testing.assert_close(a, b)
+
+
+def test_matmul_outputs_are_padded_to_16_bytes_or_if_wide_to_128():
+    assert [pad_to_align(w) for w in (8, 10, 1022, 1024, 1026, 2050, 2112)] == [0, 6, 2, 0, 62,
+                                                                                 62, 0]
 
 
 def test_an_extra_layer_needs_a_shared_input():

@@ -32,6 +32,17 @@ from torch import Tensor, nn
 ALIGN = 8
 """Matrix widths are padded to a multiple of this many elements (16 bytes in bf16)."""
 
+WIDE, WIDE_ALIGN = 1024, 64
+"""A matmul output at least WIDE columns wide is made a multiple of WIDE_ALIGN columns (128 bytes
+in bf16). Compiled, inductor pads the row stride of a wider output to 128 bytes; cuBLAS then
+cannot add a bias in its epilogue (which needs a contiguous output) and copies the broadcast
+bias into the output first, a pass over it before the matmul."""
+
+
+def pad_to_align(width: int) -> int:
+    """Zero columns to append to a matmul output `width` wide (ALIGN, or WIDE_ALIGN if wide)."""
+    return -width % (WIDE_ALIGN if width >= WIDE else ALIGN)
+
 
 def scaled_noise(n: int, like: Tensor, generator: torch.Generator | None) -> Tensor:
     """n values of f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), on `like`'s device and dtype."""
@@ -47,9 +58,17 @@ def draw_noise(buffers: Sequence[Tensor], generator: torch.Generator | None) -> 
 
 @torch.no_grad()
 def fill_noise(buffers: Sequence[Tensor], values: Tensor) -> None:
-    """Copy the flat `values` into `buffers`, in order."""
-    parts = values.split([b.numel() for b in buffers])
-    torch._foreach_copy_(list(buffers), [p.view_as(b) for p, b in zip(parts, buffers, strict=True)])
+    """Copy the flat `values` into `buffers`, in order.
+
+    Eagerly one multi-tensor copy; compiled, one copy per buffer, which inductor fuses into the
+    kernels that read the buffer next (a `_foreach_copy_` stays a kernel of its own there)."""
+    parts = [p.view_as(b) for p, b in
+             zip(values.split([b.numel() for b in buffers]), buffers, strict=True)]
+    if torch.compiler.is_compiling():
+        for b, p in zip(buffers, parts, strict=True):
+            b.copy_(p)
+    else:
+        torch._foreach_copy_(list(buffers), parts)
 
 
 def noisy_weight(mu: Tensor, sigma: Tensor, eps_out: Tensor, eps_in: Tensor) -> Tensor:
@@ -353,7 +372,7 @@ class GroupedLinear(NoisyWeights, nn.Module):
         if self.shared_input:
             weight, bias = weight.reshape(g * o, i), bias.reshape(g * o)
             if extra is not None:
-                pad = -extra.out_features % ALIGN
+                pad = pad_to_align(weight.shape[0] + extra.out_features)
                 # In the working copy's dtype (bf16 under autocast, which would cast it anyway).
                 extra_w, extra_b = (t.to(weight.dtype) for t in extra.operands())
                 weight = torch.cat((weight, F.pad(extra_w, (0, 0, 0, pad))))
