@@ -187,12 +187,19 @@ def kernel_timeline(fn: Callable[[], object], device: torch.device) -> dict[str,
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize(device)
-    return timeline_summary([e for e in _chrome_trace(prof) if e.get("cat") == "kernel"])
+    events = _chrome_trace(prof)
+    return timeline_summary([e for e in events if e.get("cat") in TIMELINE_CATEGORIES])
+
+
+TIMELINE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+"""Chrome-trace categories a timeline lists: kernels, and the copies and fills beside them (a
+graph's memcpy or memset node, which a list of kernels alone shows as an unexplained gap)."""
 
 
 def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
-    """`kernel_timeline`'s figures from chrome-trace kernel events (`name`, `ts` and `dur` in
-    us, `args.stream`): busy time is the union of the kernels' intervals over all streams."""
+    """`kernel_timeline`'s figures from chrome-trace events (`name`, `ts` and `dur` in us,
+    `args.stream`, `cat` one of TIMELINE_CATEGORIES): busy time is the union of their intervals
+    over all streams; `kernels` counts the kernels only, `copies` the memcpy and memset events."""
     kernels = sorted(kernels, key=lambda e: e["ts"])
     if not kernels:
         return {"kernels": 0}
@@ -207,7 +214,8 @@ def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
         streams[stream] = streams.get(stream, 0.0) + e["dur"]
     span = end - t0
     return {
-        "kernels": len(kernels),
+        "kernels": sum(e.get("cat", "kernel") == "kernel" for e in kernels),
+        "copies": sum(e.get("cat", "kernel") != "kernel" for e in kernels),
         "span_us": round(span, 1),
         "busy_us": round(busy, 1),
         "idle_us": round(span - busy, 1),

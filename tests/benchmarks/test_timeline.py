@@ -37,6 +37,14 @@ def test_a_kernel_inside_another_adds_no_busy_time():
     assert out["busy_us"] == 50.0 and out["idle_us"] == 0.0
 
 
+def test_a_graph_copy_fills_a_gap_but_is_not_counted_as_a_kernel():
+    copy = {**kernel("Memcpy DtoD (Device -> Device)", 10.0, 8.0, 7), "cat": "gpu_memcpy"}
+    out = timeline_summary([kernel("a", 0.0, 10.0, 7), copy, kernel("b", 18.0, 2.0, 7)])
+    assert (out["kernels"], out["copies"]) == (2, 1)
+    assert out["busy_us"] == 20.0 and out["idle_us"] == 0.0
+    assert out["timeline"][1]["name"].startswith("Memcpy")
+
+
 def test_no_kernels():
     assert timeline_summary([]) == {"kernels": 0}
 
