@@ -196,33 +196,34 @@ TIMELINE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 graph's memcpy or memset node, which a list of kernels alone shows as an unexplained gap)."""
 
 
-def timeline_summary(kernels: list[dict[str, Any]]) -> dict[str, Any]:
+def timeline_summary(events: list[dict[str, Any]]) -> dict[str, Any]:
     """`kernel_timeline`'s figures from chrome-trace events (`name`, `ts` and `dur` in us,
     `args.stream`, `cat` one of TIMELINE_CATEGORIES): busy time is the union of their intervals
     over all streams; `kernels` counts the kernels only, `copies` the memcpy and memset events."""
-    kernels = sorted(kernels, key=lambda e: e["ts"])
-    if not kernels:
+    events = sorted(events, key=lambda e: e["ts"])
+    if not events:
         return {"kernels": 0}
-    t0 = kernels[0]["ts"]
+    t0 = events[0]["ts"]
     busy, end = 0.0, t0
     streams: dict[str, float] = {}
-    for e in kernels:
+    for e in events:
         start, stop = e["ts"], e["ts"] + e["dur"]
         busy += max(0.0, stop - max(start, end))
         end = max(end, stop)
         stream = str(e.get("args", {}).get("stream", "?"))
         streams[stream] = streams.get(stream, 0.0) + e["dur"]
     span = end - t0
+    n_kernels = sum(e.get("cat", "kernel") == "kernel" for e in events)
     return {
-        "kernels": sum(e.get("cat", "kernel") == "kernel" for e in kernels),
-        "copies": sum(e.get("cat", "kernel") != "kernel" for e in kernels),
+        "kernels": n_kernels,
+        "copies": len(events) - n_kernels,
         "span_us": round(span, 1),
         "busy_us": round(busy, 1),
         "idle_us": round(span - busy, 1),
         "streams": {k: round(v, 1) for k, v in streams.items()},
         "timeline": [{"name": e["name"][:70], "stream": e.get("args", {}).get("stream"),
                       "start_us": round(e["ts"] - t0, 1), "dur_us": round(e["dur"], 1)}
-                     for e in kernels],
+                     for e in events],
     }
 
 
