@@ -95,11 +95,13 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
         lr.run_updates(1)
         seen.append(noise.clone())
     assert not torch.equal(seen[0], seen[1]) and not torch.equal(seen[1], seen[2])
-    starts = []
+    starts, acting = [], []
     for _ in range(3):
         lr.run_collect(1)
         starts.append(lr.env._fresh_starts.clone())
+        acting.append(noise.clone())
     assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
+    assert not torch.equal(acting[0], acting[1]) and not torch.equal(acting[1], acting[2])
 
 
 @pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])

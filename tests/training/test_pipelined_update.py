@@ -137,3 +137,25 @@ def test_the_twin_pass_stages_double_dqns_target_too(tmp_path):
         learner)
     for net in (learner.online, learner.target):
         assert_working_weights_are_composed(net)
+
+
+def test_every_collect_step_acts_with_fresh_noise_composed_before_it(learner):
+    """Each step draws the next step's noise beside its env step; `run_collect` draws the first
+    step's, after the updates that recomposed the working weights with theirs."""
+    acted = []
+
+    def record(module, args):
+        assert_working_weights_are_composed(learner.online)
+        acted.append(torch.cat([b.flatten() for b in learner.online.noise_buffers()]))
+
+    learner.run_updates(2)
+    after_updates = torch.cat([b.flatten() for b in learner.online.noise_buffers()])
+    handle = learner.online.heads.hidden.register_forward_pre_hook(record)
+    try:
+        learner.run_collect(3)
+    finally:
+        handle.remove()
+    assert len(acted) == 3
+    for i, noise in enumerate(acted):
+        assert not torch.equal(noise, after_updates), i
+        assert not any(torch.equal(noise, other) for other in acted[i + 1:]), i

@@ -1,7 +1,8 @@
 """One fold's learning machinery: vectorised env, prioritised replay, online/target networks.
 
-`collect()` takes one vectorised env step with the noisy online policy and stores it
-(`collect_block()` k of them); `update()` is one Rainbow update on the batch the previous one
+`run_collect(n)` takes n vectorised env steps with the noisy online policy and stores them,
+through `collect()` (one step) and `collect_block()` (k of them); each step draws the next one's
+noise, and `act_noise()` the first's. `update()` is one Rainbow update on the batch the previous one
 staged with its bootstrap target (`prime()` stages the first of a run: `run_updates` does;
 `update_block()` k of them).
 They keep every metric on the device in accumulators that the trainer reads once per epoch,
@@ -39,7 +40,7 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act_step", "_store", "_loss", "_draw_next_noise", "_reprioritise", "_track_online", "_stage",
+    "_act", "_draw_act_noise", "_env_step", "_store", "_loss", "_draw_next_noise", "_reprioritise", "_track_online", "_stage",
     "_stage_targets", "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
@@ -142,6 +143,7 @@ class Learner:
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self._p99_index = int(0.99 * (t.batch_size - 1))
+        self.act_noise = CapturedStep(self._draw_act_noise, graphs)
         self.collect = CapturedStep(lambda: self._collect_steps(1), graphs)
         # k collect steps per graph replay: one launch instead of k (the last steps of an epoch
         # that do not fill a block replay the one-step graph).
@@ -167,25 +169,38 @@ class Learner:
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast)
 
     def _collect_steps(self, n: int) -> None:
-        """n env steps. The policy pass and the env step run on the current stream; each step's
-        replay write and metric sums on a side stream, beside the next step's policy pass."""
+        """n env steps. Each step acts with the noise composed before it (by the step before, or
+        by `run_collect` for the first) and draws the next step's on a side stream, beside its
+        env step: the noise's draw and composition stay off the path from one policy pass to the
+        next. Each step's replay write and metric sums run on another, beside the next step's
+        policy pass."""
         side, pending = self._streams, []
         for _ in range(n):
-            step = self._act_step()
+            acted = self._act()
+            with side.branch(1):  # after the policy pass, which reads the current noise
+                self._draw_act_noise()
+            step = self._env_step(*acted)
             pending.append(step)  # referenced until the join (see SideStreams)
             with side.branch(0):
                 self._store(*step)
+            side.join(1)
         side.join()
 
-    def _act_step(self) -> tuple[Tensor, ...]:
-        """Policy and env step; returns what `_store` records (plain tensors: compiled steps
-        hand tensors, not objects, to each other)."""
-        env = self.env
-        bar, pos_state = env.state()
+    def _act(self) -> tuple[Tensor, Tensor, Tensor]:
+        """The env's state and the noisy online policy's action in it."""
+        bar, pos_state = self.env.state()
         with torch.no_grad(), self._autocast():
-            self.online.reset_noise(self.generator)
-            action = self.online.act(env.observe(bar, pos_state), self.generator)
-        r = env.step(action)
+            action = self.online.act(self.env.observe(bar, pos_state), self.generator)
+        return bar, pos_state, action
+
+    def _draw_act_noise(self) -> None:
+        """Fresh noise for the next policy pass, composed into the online working weights."""
+        self.online.reset_noise(self.generator)
+
+    def _env_step(self, bar: Tensor, pos_state: Tensor, action: Tensor) -> tuple[Tensor, ...]:
+        """The env step; returns what `_store` records (plain tensors: compiled steps hand
+        tensors, not objects, to each other)."""
+        r = self.env.step(action)
         return (bar, pos_state, action, r.reward, r.terminated, r.truncated, r.next_bar,
                 r.next_pos_state, r.position, r.trades_closed)
 
@@ -364,8 +379,11 @@ class Learner:
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 
     def run_collect(self, steps: int) -> None:
+        """`steps` env steps with the noisy online policy, fresh noise for each (the first
+        step's drawn here: the weights have changed since the last collect step)."""
         blocks, rest = divmod(steps, self._block)
         with float32_matmul_precision(self.spec.train.matmul_precision):
+            self.act_noise()
             step = self.collect_block if self._block > 1 else self.collect
             for _ in range(blocks):
                 step()
