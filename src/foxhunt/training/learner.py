@@ -40,8 +40,8 @@ from foxhunt.training.walkforward import Window
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
 COMPILED_STEPS = (
-    "_act", "_draw_act_noise", "_env_step", "_store", "_loss", "_draw_next_noise", "_reprioritise", "_track_online", "_stage",
-    "_stage_targets", "_adopt", "_apply_gradients",
+    "_act", "_draw_act_noise", "_env_step", "_store", "_loss", "_draw_next_noise",
+    "_reprioritise", "_track_online", "_stage", "_stage_targets", "_adopt", "_apply_gradients",
 )
 """The Learner methods that run through `torch.compile` on CUDA (each one a `CompiledStep`)."""
 
