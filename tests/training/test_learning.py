@@ -51,8 +51,8 @@ def test_agent_learns_a_strong_planted_signal(tmp_path):
 
 
 def test_the_iqn_head_learns_the_planted_signal_too(tmp_path):
-    """IQN, the alternative head, on the same market and budget (it reached 54 against the
-    oracle's 108 when written; C51 reaches 72.7)."""
+    """IQN, the alternative head, on the same market and budget (on 2026-12-04 it reached 62.8
+    against the oracle's 108.0, C51 65.4)."""
     report, oracle = train_and_judge(0.5, tmp_path, head="iqn")
     agent, buy_and_hold = report.test["sharpe"], report.baselines["buy_and_hold"]["sharpe"]
     assert agent > 0.3 * oracle.sharpe, (agent, oracle.sharpe)
