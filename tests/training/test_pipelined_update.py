@@ -144,12 +144,15 @@ def test_every_collect_step_acts_with_fresh_noise_composed_before_it(learner):
     step's, after the updates that recomposed the working weights with theirs."""
     acted = []
 
+    def current_noise():
+        return torch.cat([b.flatten() for b in learner.online.noise_buffers()])
+
     def record(module, args):
         assert_working_weights_are_composed(learner.online)
-        acted.append(torch.cat([b.flatten() for b in learner.online.noise_buffers()]))
+        acted.append(current_noise())
 
     learner.run_updates(2)
-    after_updates = torch.cat([b.flatten() for b in learner.online.noise_buffers()])
+    after_updates = current_noise()
     handle = learner.online.heads.hidden.register_forward_pre_hook(record)
     try:
         learner.run_collect(3)
