@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
 from foxhunt.agents.dqn.noisy import (
     GroupedLinear,
+    PerGroupLinear,
     WorkingLinear,
     draw_noise,
     pad_to_align,
@@ -267,6 +268,35 @@ def test_a_network_with_working_weights_computes_and_differentiates_as_one_witho
     inline.load_state_dict(working.state_dict())
     torch._foreach_copy_(inline.noise_buffers(), working.noise_buffers())
     assert torch.equal(working(obs).log_probs, inline(obs).log_probs)
+
+
+def test_every_working_copy_receives_its_gradient_in_its_own_layout():
+    """Backward hands each working copy a gradient laid out as the copy is, so autograd keeps it
+    as it comes (a gradient in another layout is copied into the leaf's, a kernel per update).
+    The advantage layers multiply by W^T, so their backward is `PerGroupLinear`'s."""
+    net = BranchingQNetwork(40, AgentConfig(hidden=32, atoms=11, noisy_trunk=True))
+    net.use_working_weights(torch.float32)
+    arrived = {}
+    for i, layer in enumerate(net.working_layers()):
+        for name in ("weight_work", "bias_work"):
+            work = getattr(layer, name)
+            work.register_hook(lambda g, key=(i, name), w=work: arrived.__setitem__(
+                key, (g.stride(), w.stride())))
+    out = net(torch.randn(6, 40))
+    (out.log_probs.exp()[..., 0].sum() + out.aux_logits.sum()).backward()
+    assert len(arrived) == 2 * len(net.working_layers())
+    assert {key: g for key, (g, w) in arrived.items() if g != w} == {}
+
+
+def test_per_group_linear_is_a_batched_x_w_transpose_with_its_exact_gradients():
+    torch.manual_seed(0)
+    x = torch.randn(5, 3, 4, dtype=torch.float64).transpose(0, 1).requires_grad_()  # [g, N, in]
+    weight = torch.randn(3, 2, 4, dtype=torch.float64, requires_grad=True)  # [g, out, in]
+    torch.testing.assert_close(PerGroupLinear.apply(x, weight),
+                               torch.einsum("gni,goi->gno", x, weight), rtol=0, atol=1e-12)
+    assert torch.autograd.gradcheck(PerGroupLinear.apply, (x, weight))
+    PerGroupLinear.apply(x.detach(), weight).sum().backward()
+    assert weight.grad.is_contiguous()
 
 
 def test_moving_a_layer_keeps_its_working_weights_leaves_that_take_gradients():

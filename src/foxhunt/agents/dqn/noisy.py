@@ -44,6 +44,27 @@ def pad_to_align(width: int) -> int:
     return -width % (WIDE_ALIGN if width >= WIDE else ALIGN)
 
 
+class PerGroupLinear(torch.autograd.Function):
+    """y = x W^T for each group g: x [g, N, in], W [g, out, in] -> y [g, N, out], one `bmm`.
+
+    Autograd's own `bmm` backward computes the gradient of W^T, x^T dy [g, in, out], so W's
+    arrives transposed, and autograd copies it into the layout of W when W is a leaf (a pass
+    over the weight at the end of every backward). Here backward computes dW = dy^T x directly
+    in W's [g, out, in] layout: the same product, one matmul either way."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        return torch.bmm(x, weight.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, dy: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        x, weight = ctx.saved_tensors
+        dx = torch.bmm(dy, weight) if ctx.needs_input_grad[0] else None
+        dw = torch.bmm(dy.transpose(1, 2), x) if ctx.needs_input_grad[1] else None
+        return dx, dw
+
+
 def scaled_noise(n: int, like: Tensor, generator: torch.Generator | None) -> Tensor:
     """n values of f(x) = sign(x) * sqrt(|x|), x ~ N(0, 1), on `like`'s device and dtype."""
     x = torch.randn(n, generator=generator, device=like.device, dtype=like.dtype)
@@ -387,7 +408,7 @@ class GroupedLinear(NoisyWeights, nn.Module):
             # (a pass over the whole output); an add fuses into whatever reads the result.
             lead = x.shape[:-2]
             per_group = x.reshape(-1, g, i).transpose(0, 1)  # [g, N, in]
-            y = torch.bmm(per_group, weight.transpose(1, 2))  # [g, N, o]
+            y = PerGroupLinear.apply(per_group, weight)  # [g, N, o]
             y = y + bias.unsqueeze(1).to(y.dtype)  # in bf16 under autocast, as baddbmm was
             y = y.transpose(0, 1).reshape(*lead, g, o)
         if relu and not fused:
