@@ -299,6 +299,23 @@ def test_per_group_linear_is_a_batched_x_w_transpose_with_its_exact_gradients():
     assert weight.grad.is_contiguous()
 
 
+def test_per_group_linear_under_autocast_computes_and_differentiates_as_bmm_would():
+    """Autocast casts a plain `bmm`'s operands to bf16 and its backward casts the gradients back
+    to each operand's dtype; a float32 weight works the same through `PerGroupLinear`."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 4, requires_grad=True)
+    weight = torch.randn(3, 2, 4, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = PerGroupLinear.apply(x, weight)
+        expected = torch.bmm(x, weight.transpose(1, 2))
+    assert y.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    dx, dw = torch.autograd.grad(y.float().square().sum(), (x, weight))
+    ex, ew = torch.autograd.grad(expected.float().square().sum(), (x, weight))
+    assert dx.dtype == dw.dtype == torch.float32
+    torch.testing.assert_close((dx, dw), (ex, ew), rtol=0, atol=0)
+
+
 def test_moving_a_layer_keeps_its_working_weights_leaves_that_take_gradients():
     layer = GroupedLinear(2, 4, 3, shared_input=True, noisy=True)
     layer.enable_working(torch.float32)

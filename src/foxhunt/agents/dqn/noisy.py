@@ -44,6 +44,16 @@ def pad_to_align(width: int) -> int:
     return -width % (WIDE_ALIGN if width >= WIDE else ALIGN)
 
 
+def _autocast_operands(*operands: Tensor) -> tuple[Tensor, ...]:
+    """The operands cast as autocast casts a matmul's (no-ops outside autocast), for matmuls
+    that autocast does not see: a fused kernel, or a custom backward."""
+    device = operands[0].device.type
+    if not torch.is_autocast_enabled(device):
+        return operands
+    dtype = torch.get_autocast_dtype(device)
+    return tuple(t.to(dtype) for t in operands)
+
+
 class PerGroupLinear(torch.autograd.Function):
     """y = x W^T for each group g: x [g, N, in], W [g, out, in] -> y [g, N, out], one `bmm`.
 
@@ -54,6 +64,7 @@ class PerGroupLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, weight: Tensor) -> Tensor:
+        x, weight = _autocast_operands(x, weight)  # saved cast, so backward's matmuls match dy
         ctx.save_for_backward(x, weight)
         return torch.bmm(x, weight.transpose(1, 2))
 
@@ -99,11 +110,8 @@ def noisy_weight(mu: Tensor, sigma: Tensor, eps_out: Tensor, eps_in: Tensor) -> 
 
 def _linear_relu(x: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
     """relu(x W^T + b) as one matmul with a bias-and-ReLU epilogue (cuBLASLt on CUDA); no
-    autograd. Under autocast the operands are cast as `F.linear` would cast them."""
-    device = x.device.type
-    if torch.is_autocast_enabled(device):
-        dtype = torch.get_autocast_dtype(device)
-        x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+    autograd."""
+    x, weight, bias = _autocast_operands(x, weight, bias)
     flat = x.reshape(-1, x.shape[-1])
     y = torch._addmm_activation(bias, flat, weight.t(), use_gelu=False)
     return y.reshape(*x.shape[:-1], weight.shape[0])
