@@ -54,6 +54,37 @@ def test_train_writes_a_run_and_prints_the_fold_table(trained):
     assert source["symbol"] == "SYN" and source["bars"] == "1min"
 
 
+def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, trained, tmp_path):
+    cfg, _, _ = trained
+    code, out, err = run(capsys, "--config", str(cfg), "train", "SYN", "--bars", "1min",
+                         "--seed", "1", "--out", str(tmp_path / "run2"))
+    assert code == 0, err
+    epochs = [line for line in err.splitlines() if line.startswith("[")]  # stderr is a log here
+    assert [line.split()[:5] for line in epochs] == [
+        ["[1/2]", "fold", "0", "epoch", "0"], ["[2/2]", "fold", "1", "epoch", "0"]]
+    for line in epochs:  # whole, not cut to the console's width
+        assert all(f" {key} " in line for key in ("Sharpe", "loss", "flat", "exp", "train", "val"))
+        assert line.endswith(" ms")
+    for column in ("fold", "val", "test"):
+        assert column in out.lower()
+    assert out.count("\n") >= 4  # header and one row per fold
+
+
+def test_train_on_a_terminal_draws_one_progress_bar_over_all_epochs(capsys, trained, tmp_path,
+                                                                    monkeypatch):
+    from rich.console import Console
+
+    import foxhunt.cli.train as train_cli
+
+    monkeypatch.setattr(train_cli, "err", Console(stderr=True, force_terminal=True, width=200))
+    cfg, _, _ = trained
+    code, _, err = run(capsys, "--config", str(cfg), "train", "SYN", "--bars", "1min",
+                       "--seed", "1", "--out", str(tmp_path / "run3"))
+    assert code == 0, err
+    assert "walk-forward" in err and "2/2" in err and "fold 1 epoch 0" in err
+    assert "[1/2]" not in err  # the bar, not the log lines
+
+
 def test_report_writes_one_offline_html_file(capsys, trained, tmp_path):
     cfg, run_dir, _ = trained
     out = tmp_path / "r.html"

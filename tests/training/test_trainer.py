@@ -58,6 +58,39 @@ def test_test_windows_follow_validation_windows(market, tmp_path):
         assert f.train.start >= pipeline().warmup + tiny_spec().env.window - 1
 
 
+def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at_the_end(
+        market, tmp_path):
+    """Model selection sees validation only: the kept model is the epoch with the highest
+    validation Sharpe, and each fold's test window is rolled out once, after its last epoch
+    (then validation once more, for the kept model's row in the report)."""
+    epochs = 4
+    trainer = make(market, tmp_path, tiny_spec(epochs=epochs))
+    calls, val_runs = [], []
+    evaluate = trainer.evaluate
+
+    def watched(ctx, market_, window, chunks=None):
+        phase = {ctx.fold.val: "val", ctx.fold.test: "test"}[window]
+        calls.append((ctx.fold.index, phase))
+        result = evaluate(ctx, market_, window, chunks)
+        if phase == "val":
+            state = ctx.learner.online.state_dict()
+            val_runs.append((result.sharpe, {k: v.clone() for k, v in state.items()}))
+        return result
+
+    trainer.evaluate = watched
+    result = trainer.run()
+    per_fold = [("val",)] * epochs + [("test",), ("val",)]
+    assert calls == [(k, *phase) for k in (0, 1) for phase in per_fold]
+    by_fold = (val_runs[:epochs + 1], val_runs[epochs + 1:])
+    for report, runs in zip(result.folds, by_fold, strict=True):
+        sharpes = [sharpe for sharpe, _ in runs[:epochs]]
+        assert report.best_epoch == sharpes.index(max(sharpes))
+        assert report.val["sharpe"] == runs[-1][0] == max(sharpes)
+        kept = runs[report.best_epoch][1]
+        saved = torch.load(tmp_path / "checkpoints" / f"fold{report.fold}.pt", weights_only=True)
+        assert all(torch.equal(saved["state_dict"][k], kept[k]) for k in kept)
+
+
 @pytest.mark.parametrize("head", ["c51", "iqn"])
 def test_same_seed_gives_identical_run_log_on_cpu(market, tmp_path, head):
     """Every random draw of a CPU run (noise, replay, env starts, IQN's taus) comes from the

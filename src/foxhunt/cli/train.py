@@ -55,17 +55,25 @@ def run_training(
     if not quiet:
         err.print(f"training {symbol} {bars} ({len(frame):,} bars) on {dev} with GPU profile "
                   f"{choice.profile.name} ({choice.reason}) -> {run_dir}")
-    progress = _progress() if not quiet else None
+    # A live bar on a terminal; in a log (stderr redirected) one full line per epoch instead,
+    # since a bar there is drawn once, at the end, cut to 80 columns.
+    progress = _progress() if not quiet and err.is_terminal else None
     task = None
+    done = 0
 
     def on_epoch(line: dict[str, Any]) -> None:
-        if progress is None:
+        nonlocal done
+        if quiet:
             return
+        done += 1
         status = (f"fold {line['fold']} epoch {line['epoch']}  val Sharpe {line['val']['sharpe']:+.2f}  "
                   f"loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
                   f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
                   f"val {line['validation_ms']:.0f} ms")
-        progress.update(task, advance=1, status=status)
+        if progress is not None:
+            progress.update(task, advance=1, status=status)
+        else:
+            err.print(f"[{done}/{trainer.total_epochs}] {status}", soft_wrap=True, markup=False)
 
     from foxhunt.metrics import periods_per_year
 
