@@ -79,8 +79,8 @@ def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at
 
     trainer.evaluate = watched
     result = trainer.run()
-    per_fold = [("val",)] * epochs + [("test",), ("val",)]
-    assert calls == [(k, *phase) for k in (0, 1) for phase in per_fold]
+    per_fold = ["val"] * epochs + ["test", "val"]
+    assert calls == [(k, phase) for k in (0, 1) for phase in per_fold]
     by_fold = (val_runs[:epochs + 1], val_runs[epochs + 1:])
     for report, runs in zip(result.folds, by_fold, strict=True):
         sharpes = [sharpe for sharpe, _ in runs[:epochs]]

@@ -59,26 +59,23 @@ def run_training(
     # since a bar there is drawn once, at the end, cut to 80 columns.
     progress = _progress() if not quiet and err.is_terminal else None
     task = None
-    done = 0
 
     def on_epoch(line: dict[str, Any]) -> None:
-        nonlocal done
-        if quiet:
-            return
-        done += 1
+        done = line["fold"] * spec.train.epochs + line["epoch"] + 1  # where a resumed run is too
         status = (f"fold {line['fold']} epoch {line['epoch']}  val Sharpe {line['val']['sharpe']:+.2f}  "
                   f"loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
                   f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
                   f"val {line['validation_ms']:.0f} ms")
         if progress is not None:
-            progress.update(task, advance=1, status=status)
+            progress.update(task, completed=done, status=status)
         else:
             err.print(f"[{done}/{trainer.total_epochs}] {status}", soft_wrap=True, markup=False)
 
     from foxhunt.metrics import periods_per_year
 
     ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
-    trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev, on_epoch, ppy)
+    trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev,
+                                 None if quiet else on_epoch, ppy)
     write_source(run_dir, symbol, bars, settings.features, frame)
     if progress is not None:
         with progress:
