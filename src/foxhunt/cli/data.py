@@ -190,21 +190,27 @@ def data_synth(
     symbol: Annotated[str, typer.Option(help="Symbol to store the market under.")] = "SYN",
     n_bars: Annotated[int, typer.Option("--bars", help="Number of bars.", min=100)] = 100_000,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    signal_strength: Annotated[float, typer.Option(help="Planted signal strength X (0 = none).", min=0.0)] = 0.0,
+    family: Annotated[
+        Literal["ar", "trend", "reversion", "regime", "garch_noise"],
+        typer.Option(help="Market family: ar (planted signal), trend, reversion, regime (switches "
+                     "between the two), garch_noise (nothing to find)."),
+    ] = "ar",
+    signal_strength: Annotated[float, typer.Option(help="Planted signal strength X of the ar family (0 = none).", min=0.0)] = 0.0,
     bar_seconds: Annotated[int, typer.Option(help="Bar length in seconds.", min=1)] = 60,
     as_json: JsonOpt = False,
 ) -> None:
-    """Generate a synthetic market with a planted signal of known strength and store its bars."""
+    """Generate a synthetic market whose best simple rule is known and store its bars."""
     from foxhunt.data.series import NS, BarSpec
-    from foxhunt.data.synth import SynthConfig, generate
+    from foxhunt.data.synth import generate
 
     instrument = instrument_registry(ctx).get(symbol)
-    cfg = SynthConfig(n_bars=n_bars, seed=seed, signal_strength=signal_strength,
-                      bar_seconds=bar_seconds, tick_size=instrument.tick_size)
-    market = generate(cfg)
+    market = generate({"n_bars": n_bars, "seed": seed, "family": family,
+                       "signal_strength": signal_strength, "bar_seconds": bar_seconds,
+                       "tick_size": instrument.tick_size})
     spec = BarSpec("time", float(bar_seconds * NS["s"]))
     with open_store(ctx) as store, store.transaction():
-        store.write_bars(symbol, spec, market.bars, f"synth:seed={seed},X={signal_strength}")
+        store.write_bars(symbol, spec, market.bars,
+                         f"synth:family={family},seed={seed},X={signal_strength}")
     doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
     if as_json:
         _emit_json(doc)

@@ -1,11 +1,19 @@
-"""Synthetic futures markets with a planted, causal edge of known strength.
+"""Synthetic futures markets whose best simple rule is known.
 
-Learning tests need markets where the right answer is known: with `signal_strength = 0` no
-strategy can beat zero in expectation, and with X > 0 an oracle that knows the planted signal
-earns a Sharpe ratio that grows with X. Around that edge the generator reproduces the texture
-of real 1-minute futures bars (regime switching, GARCH volatility clustering, U-shaped
-intraday volatility and volume, overnight gaps, tick-rounded OHLC, aggressor volume), so an
-agent that learns here has to learn through realistic noise. The exact equations are in
+Learning tests need markets where the right answer is known. Five families share one texture
+and differ in where the edge sits (`family`):
+
+- `ar`: a planted AR(1) signal of strength X (`signal_strength`); with X = 0 no strategy can
+  beat zero in expectation, with X > 0 an oracle that knows the signal earns a Sharpe ratio that
+  grows with X;
+- `trend`: a latent drift with a half-life of hundreds of bars (moving-average crosses win);
+- `reversion`: the price reverts to a slowly wandering level (fading a z-score wins);
+- `regime`: Markov switching between the trend and the reversion state;
+- `garch_noise`: the texture alone, nothing to find (a strict null).
+
+The texture is that of real 1-minute futures bars (volatility regimes, GARCH clustering,
+U-shaped intraday volatility and volume, overnight gaps, tick-rounded OHLC, aggressor volume),
+so an agent that learns here has to learn through realistic noise. The exact equations are in
 `docs/synthetic-markets.md`; the names below follow them.
 """
 
@@ -15,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -28,6 +36,11 @@ NS_PER_S = 1_000_000_000
 NS_PER_DAY = 86_400 * NS_PER_S
 DEFAULT_START = "2024-01-02T14:30:00Z"
 MAX_BARS = 50_000_000
+FAMILIES = ("ar", "trend", "reversion", "regime", "garch_noise")
+Family = Literal["ar", "trend", "reversion", "regime", "garch_noise"]
+AR_REGIME_DRIFT = (0.0, 0.006, -0.025)
+"""The `ar` family's default regime drifts; every other family defaults to zero drifts, so
+that its edge is the one it is named for."""
 
 
 def _to_ns(value: Any) -> Any:
@@ -57,8 +70,15 @@ class SynthConfig(StrictConfig):
 
     n_bars: int = Field(ge=2, le=MAX_BARS)
     seed: int = Field(default=0, ge=0)
+    family: Family = "ar"
     signal_strength: float = Field(default=0.0, ge=0.0)
     signal_persistence: float = Field(default=0.9, ge=0.0, lt=1.0)
+
+    trend_strength: float = Field(default=0.1, ge=0.0, le=1.0)
+    trend_half_life: float = Field(default=400.0, ge=1.0)
+    reversion_half_life: float = Field(default=40.0, ge=1.0)
+    reversion_share: float = Field(default=0.9, ge=0.0, le=1.0)
+    switch_duration: tuple[float, float] = (5000.0, 5000.0)
 
     bar_seconds: int = Field(default=60, ge=1, le=86_400)
     session_minutes: int = Field(default=390, ge=1, le=1_440)
@@ -71,7 +91,7 @@ class SynthConfig(StrictConfig):
     garch_alpha: float = Field(default=0.06, ge=0.0)
     garch_beta: float = Field(default=0.92, ge=0.0)
     regime_vol: tuple[float, ...] = (0.7, 1.0, 1.8)
-    regime_drift: tuple[float, ...] = (0.0, 0.006, -0.025)
+    regime_drift: tuple[float, ...] = AR_REGIME_DRIFT
     regime_duration: tuple[float, ...] = (1500.0, 3000.0, 400.0)
     intraday_vol_amplitude: float = Field(default=2.0, ge=0.0)
     intraday_volume_amplitude: float = Field(default=2.0, ge=0.0)
@@ -81,10 +101,26 @@ class SynthConfig(StrictConfig):
     volume_noise: float = Field(default=0.3, ge=0.0)
     flow_sensitivity: float = Field(default=0.5, ge=0.0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _family_drift(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("family", "ar") != "ar" and "regime_drift" not in data:
+            vols = data.get("regime_vol", cls.model_fields["regime_vol"].default)
+            n = len(vols) if isinstance(vols, tuple | list) else 3
+            data = {**data, "regime_drift": (0.0,) * n}
+        return data
+
     @field_validator("start", mode="before")
     @classmethod
     def _parse_start(cls, v: Any) -> Any:
         return _to_ns(v)
+
+    @field_validator("switch_duration")
+    @classmethod
+    def _switch(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if min(v) < 1:
+            raise ValueError("needs 2 mean durations (trend, reversion), each >= 1 bar")
+        return v
 
     @field_validator("regime_vol")
     @classmethod
@@ -124,6 +160,9 @@ class SynthConfig(StrictConfig):
             )
         if self.tick_size >= self.start_price:
             raise ValueError("tick_size must be smaller than start_price")
+        if self.family != "ar" and self.signal_strength:
+            raise ValueError(f"signal_strength is the ar family's edge; family {self.family!r} "
+                             "needs signal_strength = 0")
         return self
 
     @property
@@ -134,6 +173,16 @@ class SynthConfig(StrictConfig):
     def bar_vol(self) -> float:
         """Base per-bar log-return std: `minute_vol` scaled to the bar length by sqrt(time)."""
         return self.minute_vol * math.sqrt(self.bar_seconds / 60.0)
+
+    @property
+    def trend_persistence(self) -> float:
+        """phi_mu: the latent drift's AR(1) coefficient, from its half-life."""
+        return 0.5 ** (1.0 / self.trend_half_life)
+
+    @property
+    def reversion_persistence(self) -> float:
+        """psi: the deviation's AR(1) coefficient, from its half-life."""
+        return 0.5 ** (1.0 / self.reversion_half_life)
 
 
 def max_signal_strength(persistence: float) -> float:
@@ -151,13 +200,39 @@ def ideal_oracle_sharpe(signal_strength: float) -> float:
     return x * math.sqrt(2 / math.pi) / math.sqrt(1.0 + x * x * (1.0 - 2 / math.pi))
 
 
+def edge_strength(config: SynthConfig) -> float:
+    """Std of the predictable part of the next bar's vol-normalised return, the X that
+    `ideal_oracle_sharpe` takes: X (`ar`), D (`trend`), sqrt(w (1 - psi) / (1 + psi))
+    (`reversion`: the pull -(1 - psi) x_t / sigma over its stationary spread), the
+    occupancy-weighted root mean square of the two (`regime`), 0 (`garch_noise`)."""
+    trend = config.trend_strength
+    psi = config.reversion_persistence
+    reversion = math.sqrt(config.reversion_share * (1.0 - psi) / (1.0 + psi))
+    if config.family == "ar":
+        return config.signal_strength
+    if config.family == "trend":
+        return trend
+    if config.family == "reversion":
+        return reversion
+    if config.family == "regime":
+        d_trend, d_rev = config.switch_duration
+        share = d_rev / (d_trend + d_rev)
+        return math.sqrt((1.0 - share) * trend**2 + share * reversion**2)
+    return 0.0
+
+
 @dataclass(frozen=True)
 class SynthMarket:
     """Generated bars plus the hidden state that made them (for oracles and tests only).
 
-    `signal[t]` is s_t, known at the close of bar t, and predicts bar t+1's return; `sigma[t]`
-    is the conditional per-bar volatility of bar t (log units); `regime[t]` its regime index;
-    `session[t]` the index of its trading session.
+    `signal[t]` is known at the close of bar t and its sign is the side that bar t+1's return
+    leans to: the planted s_t (`ar`; in `garch_noise` a placebo that predicts nothing), the
+    latent drift mu_t (`trend`), -(1 - psi) x_t / sigma_t (`reversion`), whichever of the two
+    is active (`regime`). `sigma[t]` is the conditional per-bar volatility of bar t (log units);
+    `regime[t]` its volatility regime; `session[t]` the index of its trading session;
+    `reverting[t]` whether it is in the mean-reverting state; `drift[t]` the latent drift mu_t
+    (it acts on trend bars only) and `deviation[t]` x_t, the log distance of the close from its
+    slow level (0 on trend bars); both are zeros in families that have none.
     """
 
     config: SynthConfig
@@ -166,6 +241,9 @@ class SynthMarket:
     sigma: np.ndarray
     regime: np.ndarray
     session: np.ndarray
+    reverting: np.ndarray
+    drift: np.ndarray
+    deviation: np.ndarray
 
     def __len__(self) -> int:
         return len(self.bars)
@@ -197,14 +275,16 @@ class SynthMarket:
             "first_time": iso(int(b.ts[0])),
             "last_time": iso(int(b.ts[-1])),
             "seed": self.config.seed,
+            "family": self.config.family,
             "signal_strength": self.config.signal_strength,
             "oracle_sharpe": oracle_sharpe(self),
-            "ideal_oracle_sharpe": ideal_oracle_sharpe(self.config.signal_strength),
+            "ideal_oracle_sharpe": ideal_oracle_sharpe(edge_strength(self.config)),
             "realised_vol": float(returns.std()) if len(returns) > 1 else 0.0,
             "first_close": float(b.close[0]),
             "last_close": float(b.close[-1]),
             "mean_volume": float(b.volume.mean()),
             "regime_occupancy": [round(float(x), 6) for x in occupancy],
+            "reverting_share": float(self.reverting.mean()),
         }
 
 
@@ -213,12 +293,13 @@ def generate(config: SynthConfig | Mapping[str, Any]) -> SynthMarket:
     if not isinstance(config, SynthConfig):
         config = validate_config(SynthConfig, dict(config), "synth config")
     n = config.n_bars
-    streams = np.random.SeedSequence(config.seed).spawn(6)
+    streams = np.random.SeedSequence(config.seed).spawn(9)
     rng_regime, rng_eps, rng_gap, rng_range, rng_volume, rng_flow = map(
-        np.random.default_rng, streams
+        np.random.default_rng, streams[:6]
     )
+    rng_drift, rng_level, rng_switch = map(np.random.default_rng, streams[6:])
 
-    regime = _regimes(config, n, rng_regime)
+    regime = _markov(np.asarray(config.regime_duration), n, rng_regime)
     eps = rng_eps.standard_normal(n + 1)
     s_prev0, eps = eps[0], eps[1:]
 
@@ -241,9 +322,23 @@ def generate(config: SynthConfig | Mapping[str, Any]) -> SynthMarket:
     signal = _affine_scan(np.full(n, phi), c * eps, s_prev0)
     s_prev = np.concatenate(([s_prev0], signal[:-1]))
 
-    x = config.signal_strength
-    u = np.asarray(config.regime_drift)[regime] + x * s_prev + eps
-    r = sigma * u
+    mu_k = np.asarray(config.regime_drift)[regime]
+    reverting = np.zeros(n, dtype=bool)
+    drift = np.zeros(n)
+    deviation = np.zeros(n)
+    if config.family in ("ar", "garch_noise"):
+        u = mu_k + config.signal_strength * s_prev + eps
+        r = sigma * u
+    else:
+        if config.family == "reversion":
+            reverting[:] = True
+        elif config.family == "regime":
+            reverting = _markov(np.asarray(config.switch_duration), n, rng_switch).astype(bool)
+        r, drift, deviation = _trend_and_reversion(config, sigma, mu_k, eps, reverting,
+                                                   rng_drift, rng_level)
+        u = r / sigma
+        step = -(1.0 - config.reversion_persistence) * deviation / sigma
+        signal = np.where(reverting, step, drift)
 
     gap = np.zeros(n)
     opens = np.flatnonzero(np.diff(ts) > config.bar_seconds * NS_PER_S) + 1
@@ -276,7 +371,35 @@ def generate(config: SynthConfig | Mapping[str, Any]) -> SynthMarket:
     buy = rng_flow.binomial(volume.astype(np.int64), p_buy).astype(np.float64)
 
     bars = Bars(ts, o, hi, lo, cl, volume, buy, volume - buy)
-    return SynthMarket(config, bars, signal, sigma, regime, session.astype(np.int32))
+    return SynthMarket(config, bars, signal, sigma, regime, session.astype(np.int32), reverting,
+                       drift, deviation)
+
+
+def _trend_and_reversion(config: SynthConfig, sigma: np.ndarray, mu_k: np.ndarray,
+                         eps: np.ndarray, reverting: np.ndarray, rng_drift: np.random.Generator,
+                         rng_level: np.random.Generator) -> tuple[np.ndarray, ...]:
+    """Bar returns of the trend and reversion states, and their hidden drift and deviation.
+
+    Trend bars: r_t = sigma_t (mu_k + mu_{t-1} + eps_t), mu an AR(1) of stationary std D.
+    Reverting bars: the close is a slow level plus a deviation x that decays by psi per bar;
+    the level takes the share 1 - w of the shock variance, x the share w. A trend bar resets x
+    to 0 (the level jumps to the price), so switching state never moves the price."""
+    n = len(sigma)
+    phi = config.trend_persistence
+    d = config.trend_strength
+    zeta = rng_drift.standard_normal(n + 1)
+    drift = _affine_scan(np.full(n, phi), d * math.sqrt(1.0 - phi * phi) * zeta[1:], d * zeta[0])
+    drift_prev = np.concatenate(([d * zeta[0]], drift[:-1]))
+
+    w = config.reversion_share
+    xi = rng_level.standard_normal(n)
+    psi = config.reversion_persistence
+    on = reverting.astype(np.float64)
+    deviation = _affine_scan(psi * on, on * sigma * math.sqrt(w) * eps, 0.0)
+    dev_prev = np.concatenate(([0.0], deviation[:-1]))
+    level = np.where(reverting, math.sqrt(1.0 - w) * xi, drift_prev + eps)
+    r = sigma * (mu_k + level) + np.where(reverting, deviation - dev_prev, 0.0)
+    return r, drift if not reverting.all() else np.zeros(n), deviation
 
 
 def oracle_positions(market: SynthMarket) -> np.ndarray:
@@ -293,7 +416,7 @@ def oracle_positions(market: SynthMarket) -> np.ndarray:
 
 
 def oracle_pnl(market: SynthMarket, cost_per_trade_points: float = 0.0) -> np.ndarray:
-    """Net points per contract earned by each oracle decision t = 0 .. n-2 (SPEC fills).
+    """Net points per contract earned by each oracle decision t = 0 .. n-2.
 
     Decision t fills at open[t+1] and is marked at the next fill time open[t+2] (close[t+1]
     for the last bar); every contract traded pays `cost_per_trade_points` (a flip trades two).
@@ -331,13 +454,14 @@ def _affine_scan(a: np.ndarray, b: np.ndarray, x0: float) -> np.ndarray:
     return A * x0 + B
 
 
-def _regimes(config: SynthConfig, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Markov chain: geometric stays of mean `regime_duration[k]`, then a uniform jump to one
-    of the other regimes; the first regime is drawn from the chain's stationary distribution."""
-    k = len(config.regime_vol)
+def _markov(duration: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Markov chain over len(duration) states: geometric stays of mean `duration[k]`, then a
+    uniform jump to one of the other states; the first state is drawn from the chain's
+    stationary distribution."""
+    k = len(duration)
     if k == 1:
         return np.zeros(n, dtype=np.int8)
-    dur = np.asarray(config.regime_duration)
+    dur = np.asarray(duration, dtype=np.float64)
     states = [int(rng.choice(k, p=dur / dur.sum()))]
     lengths: list[np.ndarray] = []
     total = 0
