@@ -3,7 +3,7 @@
 A `PolicySpec` is a recipe; `build` turns it into a device-side callable
 `(bar [n] long, pos_state [n, P] float32) -> actions [n, 3] long` for one backtest run, where
 `bar` is the decision bar (its close is the latest price the policy may use) and `pos_state`
-the env's position features. Actions are the env's factored branches (SPEC §2):
+the env's position features. Actions are the env's factored branches:
 direction {0 flat, 1 long, 2 short}, size {0, 1, 2} -> 1/3, 2/3, 3/3 of max contracts,
 stop {0 off, 1 tight, 2 wide}.
 
@@ -41,6 +41,7 @@ STRATEGY_FORMS = (
     "flat",
     "buy-and-hold",
     "sma:FAST,SLOW (e.g. sma:10,30; sma:10,30,long-flat never goes short)",
+    "zfade:LOOKBACK,ENTRY (e.g. zfade:60,1.5: short above +ENTRY sd, long below -ENTRY)",
     "random:SEED (e.g. random:7)",
 )
 FULL_SIZE = 2
@@ -168,6 +169,98 @@ class SmaCross(TablePolicy):
         return out
 
 
+def _latch(on: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """True from each bar where `on` holds until the next bar where `off` holds (`on` wins a
+    tie); False before the first `on`."""
+    event = np.where(on, 1, np.where(off, 0, -1))
+    idx = np.maximum.accumulate(np.where(event >= 0, np.arange(len(event)), -1))
+    return np.where(idx >= 0, event[np.maximum(idx, 0)], 0).astype(bool)
+
+
+def fade_sides(z: np.ndarray, entry: float, exit: float = 0.0) -> np.ndarray:
+    """Sides (int8) of a fade of the z-scores `z` (NaN: no reading, the side is kept): short
+    from z > entry until z <= exit, long from z < -entry until z >= -exit. Each side is a latch;
+    clearing the short at z <= exit comes before any long entry at z < -entry, so at most one
+    is set."""
+    z = np.asarray(z, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        short = _latch(z > entry, z <= exit)
+        long = _latch(z < -entry, z >= -exit)
+    return (long.astype(np.int8) - short.astype(np.int8)).astype(np.int8)
+
+
+def sides_table(side: np.ndarray, size: int = FULL_SIZE) -> np.ndarray:
+    """[T, 3] actions holding side +1 long, -1 short, 0 flat at `size`, no stop."""
+    out = np.zeros((len(side), 3), dtype=np.uint8)
+    out[:, 0] = np.where(side > 0, 1, np.where(side < 0, 2, 0))
+    out[:, 1] = np.where(side != 0, size, 0)
+    return out
+
+
+@dataclass(frozen=True)
+class ZScoreFade(TablePolicy):
+    """Fades stretched prices: z_t = (close_t - SMA(lookback)) / SD(lookback) of the closes <= t;
+    short once z_t > `entry`, long once z_t < -`entry`, flat again once z crosses `exit`
+    towards 0 (0: at the mean). No stop. The first decision is at bar `lookback` - 1, the first
+    with a full window; a window with no spread keeps the previous side."""
+
+    lookback: int
+    entry: float
+    exit: float = 0.0
+    size: int = FULL_SIZE
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.lookback < 2 or not self.entry > self.exit >= 0:
+            raise ConfigError(
+                f"zfade:{self.lookback},{self.entry}: need LOOKBACK >= 2 and ENTRY > EXIT >= 0 "
+                "(e.g. zfade:60,1.5)"
+            )
+        if not self.label:
+            tail = f",{self.exit:g}" if self.exit else ""
+            object.__setattr__(self, "label", f"zfade:{self.lookback},{self.entry:g}{tail}")
+
+    def zscores(self, close: np.ndarray) -> np.ndarray:
+        """z_t per bar (NaN before the first full window or where the window is constant)."""
+        n, k = len(close), self.lookback
+        z = np.full(n, np.nan)
+        if n < k:
+            return z
+        x = close - close[0]
+        c1 = np.concatenate([[0.0], np.cumsum(x)])
+        c2 = np.concatenate([[0.0], np.cumsum(x * x)])
+        t = np.arange(k - 1, n)
+        mean = (c1[t + 1] - c1[t + 1 - k]) / k
+        var = np.maximum((c2[t + 1] - c2[t + 1 - k]) / k - mean * mean, 0.0) * k / (k - 1)
+        sd = np.sqrt(var)
+        ok = sd > SMA_TIE_TOLERANCE * np.maximum(np.abs(close[t]), 1.0)
+        z[t[ok]] = (x[t[ok]] - mean[ok]) / sd[ok]
+        return z
+
+    def sides(self, close: np.ndarray) -> np.ndarray:
+        """+1 long, -1 short, 0 flat per bar (int8)."""
+        return fade_sides(self.zscores(close), self.entry, self.exit)
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        return sides_table(self.sides(close), self.size)
+
+
+@dataclass(frozen=True, eq=False)
+class FixedSides(TablePolicy):
+    """Holds a side given per decision bar (+1, -1, 0), e.g. an oracle's, at `size`, no stop."""
+
+    side: np.ndarray = field(repr=False)
+    size: int = FULL_SIZE
+    label: str = "sides"
+
+    def table(self, close: np.ndarray) -> np.ndarray:
+        s = np.asarray(self.side)
+        if s.shape != (len(close),):
+            raise ConfigError(f"{self.label}: {s.shape[0] if s.ndim else 0} sides given for "
+                              f"{len(close)} bars; give one per bar")
+        return sides_table(np.sign(s), self.size)
+
+
 @dataclass(frozen=True)
 class RandomActions(TablePolicy):
     """Every branch uniform over its 3 choices at every bar (stops included), from `seed`.
@@ -203,11 +296,13 @@ class ActionReplay(TablePolicy):
 
 
 _SMA = re.compile(r"^sma:(\d+),(\d+)(,long-flat)?$")
+_ZFADE = re.compile(r"^zfade:(\d+),(\d+(?:\.\d+)?)(?:,(\d+(?:\.\d+)?))?$")
 _RANDOM = re.compile(r"^random:(\d+)$")
 
 
 def parse_strategy(text: str) -> TablePolicy:
-    """A baseline from its command-line form: flat, buy-and-hold, sma:FAST,SLOW, random:SEED."""
+    """A baseline from its command-line form: flat, buy-and-hold, sma:FAST,SLOW,
+    zfade:LOOKBACK,ENTRY[,EXIT], random:SEED."""
     t = text.strip().lower().replace(" ", "")
     if t == "flat":
         return Flat()
@@ -215,6 +310,8 @@ def parse_strategy(text: str) -> TablePolicy:
         return BuyAndHold()
     if m := _SMA.match(t):
         return SmaCross(int(m.group(1)), int(m.group(2)), long_flat=bool(m.group(3)))
+    if m := _ZFADE.match(t):
+        return ZScoreFade(int(m.group(1)), float(m.group(2)), float(m.group(3) or 0.0))
     if m := _RANDOM.match(t):
         return RandomActions(int(m.group(1)))
     raise ConfigError(f"strategy {text!r} not understood; use one of: {'; '.join(STRATEGY_FORMS)}")
