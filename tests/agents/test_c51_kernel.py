@@ -16,7 +16,6 @@ from foxhunt.agents.dqn.c51_kernel import (
     c51_taken_loss_triton,
     triton_loss_runs_on,
 )
-from foxhunt.agents.dqn.losses import _fused_loss
 from foxhunt.agents.dqn.network import QOutput
 from tests.interpreted import run_interpreted
 
@@ -111,29 +110,3 @@ def test_kernels_match_the_reference_on_cuda_and_compile(dtype):
     args = streams(512, 51, dtype, CUDA)
     assert_matches_reference(c51_taken_loss_triton, *args)
     assert_matches_reference(torch.compile(c51_taken_loss_triton, fullgraph=True), *args)
-
-
-@pytest.mark.parametrize("other", [{"head": "iqn"}, {"dueling": False}], ids=["iqn", "no_dueling"])
-def test_the_fused_loss_is_a_config_error_without_a_dueling_c51_head(other):
-    from pydantic import ValidationError
-
-
-    with pytest.raises(ValidationError, match="c51_loss = 'fused' needs head = 'c51' and dueling"):
-        AgentConfig(c51_loss="fused", **other)
-    AgentConfig(c51_loss="fused")  # the default head is a dueling C51
-    AgentConfig(c51_loss="auto", **other)  # auto falls back to the plain loss
-
-
-def test_auto_fuses_the_loss_where_the_triton_kernel_runs_and_the_head_is_dueling():
-    value, adv, *_ = streams(4, 11, torch.float32)
-    out = QOutput(log_probs=None, aux_logits=None, value=value, adv=adv)
-    assert not triton_loss_runs_on(torch.device("cpu"))
-    assert _fused_loss(AgentConfig(c51_loss="fused"), out)
-    assert not _fused_loss(AgentConfig(c51_loss="plain"), out)
-    assert not _fused_loss(AgentConfig(), out)  # auto, on the CPU
-    assert triton_loss_runs_on(torch.device("cuda")) == HAS_TRITON
-    if CUDA is not None and HAS_TRITON:
-        on_cuda = QOutput(log_probs=None, aux_logits=None, value=value.to(CUDA), adv=adv.to(CUDA))
-        assert _fused_loss(AgentConfig(), on_cuda)
-        no_value = on_cuda._replace(value=None)  # no dueling: no value stream to fuse
-        assert not _fused_loss(AgentConfig(dueling=False), no_value)

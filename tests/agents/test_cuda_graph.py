@@ -1,4 +1,4 @@
-"""On CUDA a whole agent update (noise, loss, backward, clip, Adam, Polyak) has no host sync
+"""On CUDA a whole reference update (noise, loss, backward, clip, Adam, Polyak) has no host sync
 and, captured once as a CUDA graph, learns the known Q-values when replayed."""
 
 from __future__ import annotations
@@ -8,32 +8,37 @@ import copy
 import pytest
 import torch
 
-from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, c51_loss, iqn_loss, polyak_update
+from foxhunt.agents.dqn import (
+    AgentConfig,
+    BranchingQNetwork,
+    UpdateBatch,
+    polyak_update,
+    reference_update,
+)
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-LOSSES = {"c51": c51_loss, "iqn": iqn_loss}
 OBS, N = 4, 16
 
 
 def tiny_problem():
-    """As in test_losses: A ends with return 1.5; B loops with reward 1 and discount 0.5."""
+    """As in test_update: A ends with return 1.5; B loops with reward 1 and discount 0.5."""
     g = torch.Generator().manual_seed(0)
     a, b = torch.eye(OBS)[0], torch.eye(OBS)[1]
     obs = torch.cat([a.expand(N, OBS), b.expand(N, OBS)])
-    batch = {
-        "obs": obs,
-        "actions": torch.randint(0, 3, (2 * N, 3), generator=g),
-        "returns": torch.cat([torch.full((N,), 1.5), torch.ones(N)]),
-        "discounts": torch.cat([torch.zeros(N), torch.full((N,), 0.5)]),
-        "next_obs": obs.clone(),
-        "weights": torch.ones(2 * N),
-        "direction_labels": torch.cat([torch.ones(N), torch.full((N,), -1)]).long(),
-    }
-    return {k: v.cuda() for k, v in batch.items()}
+    batch = UpdateBatch(
+        obs=obs,
+        action=torch.randint(0, 3, (2 * N, 3), generator=g),
+        ret=torch.cat([torch.full((N,), 1.5), torch.ones(N)]),
+        discount=torch.cat([torch.zeros(N), torch.full((N,), 0.5)]),
+        next_obs=obs.clone(),
+        weight=torch.ones(2 * N),
+        direction=torch.cat([torch.ones(N), torch.full((N,), -1)]).long(),
+    )
+    return UpdateBatch(*(t.cuda() for t in batch))
 
 
 def make_update(head: str, amp: bool = False):
@@ -48,7 +53,7 @@ def make_update(head: str, amp: bool = False):
         online.reset_noise()
         target.reset_noise()
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            out = LOSSES[head](online, target, config=cfg, **batch)
+            out = reference_update(online, target, batch)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(online.parameters(), cfg.grad_clip, foreach=True)
         opt.step()

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foxhunt.agents.dqn import project_distribution
-from foxhunt.agents.dqn.projection import project_per_sample
+from foxhunt.agents.dqn.projection import project_with_weights, projection_weights
 
 
 def project(p, r, d, z, dtype=torch.float64):
@@ -94,7 +94,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("device", DEVICES)
 def test_per_sample_projection_equals_the_broadcast_one(device):
     """One return and discount per sample, shared by its branch and action distributions: the
-    per-sample form (a batched matmul on the CPU, a fused sum on CUDA) projects the same."""
+    per-sample form (weights built once per sample, then applied) projects the same."""
     gen = torch.Generator().manual_seed(4)
     probs = torch.softmax(torch.randn(64, 3, 3, 51, generator=gen), -1)
     z = torch.linspace(-10, 10, 51)
@@ -102,7 +102,8 @@ def test_per_sample_projection_equals_the_broadcast_one(device):
     d = torch.where(torch.rand(64, generator=gen) < 0.2, 0.0, 0.97)
     expected = project_distribution(probs, r[:, None, None], d[:, None, None], z)
     dev = torch.device(device)
-    out = project_per_sample(probs.to(dev), r.to(dev), d.to(dev), z.to(dev)).cpu()
+    hat = projection_weights(r.to(dev), d.to(dev), z.to(dev))
+    out = project_with_weights(probs.to(dev), hat).cpu()
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
     torch.testing.assert_close(out.sum(-1), torch.ones(64, 3, 3))
 

@@ -9,7 +9,7 @@ from foxhunt.env.config import EnvConfig
 from foxhunt.features.config import FeatureConfig
 from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.replay.config import ReplayConfig
-from foxhunt.training.config import TrainConfig, TrainingSpec
+from foxhunt.training.config import PerformanceConfig, TrainConfig, TrainingSpec
 from foxhunt.training.walkforward import WalkForwardConfig
 
 
@@ -25,14 +25,17 @@ def pipeline() -> FeaturePipeline:
     return FeaturePipeline(FeatureConfig(), instrument().session)
 
 
-def tiny_spec(epochs: int = 2, folds: int = 2, **train) -> TrainingSpec:
-    """Seconds on CPU: for plumbing, determinism and fold-isolation tests."""
+def tiny_spec(epochs: int = 2, folds: int = 2, performance: dict | None = None,
+              **train) -> TrainingSpec:
+    """Seconds on CPU: for plumbing, determinism and fold-isolation tests; `performance` sets
+    [train.performance] keys."""
     return TrainingSpec(
         env=EnvConfig(window=4, episode_len=32, slippage_ticks=0),
         agent=AgentConfig(hidden=32, atoms=11, lr=1e-3),
         replay=ReplayConfig(capacity=4096, beta_anneal_steps=200),
         train=TrainConfig(epochs=epochs, collect_steps=8, updates_per_epoch=10, learning_starts=128,
-                          batch_size=32, n_envs=16, eval_windows=8, **train),
+                          batch_size=32, n_envs=16, eval_windows=8,
+                          performance=PerformanceConfig(**(performance or {})), **train),
         walkforward=WalkForwardConfig(folds=folds, purge=8),
     )
 

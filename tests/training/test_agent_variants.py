@@ -21,7 +21,6 @@ VARIANTS = {
     "variable_selection": {"variable_selection": True},
     "iqn": {"head": "iqn"},
     "iqn_noisy_trunk_no_dueling": {"head": "iqn", "noisy_trunk": True, "dueling": False},
-    "fused_c51_loss": {"c51_loss": "fused"},  # the torch reference off CUDA
 }
 
 

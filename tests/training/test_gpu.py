@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
-from foxhunt.training.config import TrainConfig
+from foxhunt.training.config import PerformanceConfig
 from foxhunt.training.learner import COMPILED_STEPS
 from foxhunt.training.trainer import WalkForwardTrainer
 
@@ -18,26 +16,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
 
 
-def learner(tmp_path, graphs: bool, seed: int = 0, agent: dict | None = None, **train):
+def learner(tmp_path, graphs: bool, seed: int = 0, **performance):
     """One update per graph replay unless a test asks for blocks: most tests here check what
     a handful of replays of the single-update graph do."""
-    train.setdefault("updates_per_graph", 1)
+    performance = {"updates_per_graph": 1, **performance, "cuda_graphs": graphs}
     market = synth(3_000, 0.3, seed=11)
-    spec = tiny_spec(cuda_graphs=graphs, seed=seed, **train)
-    if agent:
-        spec = spec.model_copy(update={"agent": spec.agent.model_copy(update=agent)})
+    spec = tiny_spec(seed=seed, performance=performance)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
     return trainer.start_fold(trainer.folds[0]).learner
 
 
-COMPILE_OPTIONS = [{}, {"combo_kernels": True}]  # inductor's defaults, and ours
-
-
-@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
-def test_hot_loop_has_no_host_sync(tmp_path, options):
-    lr = learner(tmp_path, graphs=True, compile_options=options,
-                 updates_per_graph=TrainConfig().updates_per_graph)
-    k, u = lr.spec.train.collect_steps_per_graph, lr.spec.train.updates_per_graph
+def test_hot_loop_has_no_host_sync(tmp_path):
+    lr = learner(tmp_path, graphs=True, updates_per_graph=PerformanceConfig().updates_per_graph)
+    k, u = lr.fast.collect_block, lr.fast.update_block
     # The defaults: blocks of k collect steps and of u updates, the rest of an epoch single ones.
     assert k > 1 and u > 1
     lr.run_collect(4 * k + 4)  # warm-up and capture of both collect graphs happen here
@@ -85,7 +76,7 @@ def test_graphed_and_eager_updates_agree(tmp_path):
 
 def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     lr = learner(tmp_path, graphs=True)
-    assert lr.compiled and lr.autocast
+    assert lr.compiled and lr.fast.bf16
     lr.run_collect(8)
     lr.run_updates(5)  # warm-up and capture
     assert lr.update.captured
@@ -104,16 +95,14 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     assert not torch.equal(acting[0], acting[1]) and not torch.equal(acting[1], acting[2])
 
 
-@pytest.mark.parametrize("options", COMPILE_OPTIONS, ids=["inductor_defaults", "combo_kernels"])
-def test_compiled_loss_equals_the_plain_one(tmp_path, options):
+def test_compiled_loss_equals_the_plain_one(tmp_path):
     """Same replay, same seed: the compiled pieces of an update (random ops as in eager, side
     streams as in training) give the same sample, noise and loss as the uncompiled code, and the
     same gradients after backward."""
     import torch._inductor.config as inductor_config
 
     # Full float32 matmuls: under TF32 the staged a* could flip on a near-tie between the runs.
-    lr = learner(tmp_path, graphs=False, autocast="off", matmul_precision="highest",
-                 compile_options=options)
+    lr = learner(tmp_path, graphs=False, autocast="off")
     lr.run_collect(8)
     lr.online.train()
     compiled = {name: getattr(lr, name) for name in COMPILED_STEPS}
@@ -132,7 +121,7 @@ def test_compiled_loss_equals_the_plain_one(tmp_path, options):
             torch.cuda.manual_seed(5)
             lr.prime()
             batch = lr.batch
-            out = lr._loss(batch)
+            out = lr.loss(batch)
             lr.online.zero_grad(set_to_none=True)
             out.loss.backward()
             grads = [g.clone() for g in lr.online.gradients()]
@@ -154,7 +143,7 @@ def test_side_streams_change_no_result(tmp_path):
     runs = []
     for streams in (False, True):
         lr = learner(tmp_path / str(streams), graphs=True, side_streams=streams, autocast="off")
-        assert bool(lr._streams.streams) == streams
+        assert bool(lr.fast.streams.streams) == streams
         lr.run_collect(8)
         lr.run_updates(6)
         torch.cuda.synchronize()
@@ -208,23 +197,6 @@ def test_update_blocks_train_as_single_updates(tmp_path):
     assert blocks.update_acc[-1].item() == one.update_acc[-1].item() == 28
 
 
-def test_the_twin_pass_compiles_and_trains_in_the_graphed_update(tmp_path):
-    """`train.twin_target_pass`: the paired pass and its shared working weights compile and
-    capture (no fall-back to eager), train to finite metrics, and leave every working copy
-    composed."""
-    lr = learner(tmp_path, graphs=True, twin_target_pass=True)
-    lr.run_collect(2 * lr.spec.train.collect_steps_per_graph)
-    lr.run_updates(12)
-    torch.cuda.synchronize()
-    assert lr.compiled and lr.update.captured
-    metrics = lr.read_metrics().update
-    assert metrics["updates"] == 12
-    assert all(math.isfinite(metrics[k]) for k in ("loss", "grad_norm"))
-    bf16 = 2.0**-7
-    for net in (lr.online, lr.target):
-        assert_working_weights_are_composed(net, rtol=bf16)
-
-
 def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
     """In bf16, after replays of the captured update and collect graphs: a capture that froze a
     stale composition (or missed one) would leave the working copies behind the weights."""
@@ -241,18 +213,24 @@ def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
     assert lr.update.captured and lr.collect_block.captured
 
 
-def test_the_fused_c51_loss_compiles_and_trains_as_the_plain_one(tmp_path):
-    """`agent.c51_loss = 'fused'`: the Triton loss inside the compiled, graphed update (no fall-back
-    to eager) gives the weights and priorities the torch loss gives."""
-    # Full float32 matmuls: under TF32 a staged a* can flip on a near-tie between the runs.
-    runs = [learner(tmp_path / kind, graphs=True, autocast="off", matmul_precision="highest",
-                    agent={"c51_loss": kind}) for kind in ("plain", "fused")]
-    for lr in runs:
+def test_the_fused_c51_loss_compiles_and_trains_as_its_torch_reference(tmp_path, monkeypatch):
+    """The Triton loss inside the compiled, graphed update (no fall-back to eager) gives the
+    weights and priorities that its torch reference (the oracle) gives."""
+    from foxhunt.agents.dqn import c51_kernel, losses
+
+    def run(kind: str):
+        # Full float32 matmuls: under TF32 a staged a* can flip on a near-tie between the runs.
+        lr = learner(tmp_path / kind, graphs=True, autocast="off")
         torch.cuda.manual_seed(7)
         lr.run_collect(8)
         lr.run_updates(6)
-    torch.cuda.synchronize()
-    plain, fused = runs
+        torch.cuda.synchronize()
+        return lr
+
+    with monkeypatch.context() as patch:
+        patch.setattr(losses, "c51_taken_loss", c51_kernel.c51_taken_loss_reference)
+        plain = run("reference")
+    fused = run("triton")
     assert fused.compiled and fused.update.captured
     for (name, a), (_, b) in zip(plain.online.state_dict().items(), fused.online.state_dict().items()):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")

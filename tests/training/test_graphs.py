@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from foxhunt.errors import ConfigError
-from foxhunt.training.graphs import CompiledStep, check_inductor_options
+from foxhunt.training.graphs import CompiledStep
 
 
 def failing_compiler(fn, dynamic):
@@ -40,7 +39,7 @@ def test_a_working_compile_is_used_and_disabled_means_plain():
     assert plain(1) == 2 and not plain.compiled
 
 
-def test_inductor_options_reach_the_compiler_and_unknown_ones_are_config_errors():
+def test_inductor_options_reach_the_compiler():
     seen = {}
 
     def compiler(fn, dynamic, options=None):
@@ -50,9 +49,6 @@ def test_inductor_options_reach_the_compiler_and_unknown_ones_are_config_errors(
     step = CompiledStep(lambda: 1, True, "loss", compiler=compiler,
                         options={"combo_kernels": True})
     assert step() == 1 and seen == {"combo_kernels": True}
-    check_inductor_options({"combo_kernels": True}, "[train] compile_options")
-    with pytest.raises(ConfigError, match=r"\[train\] compile_options: .* no option 'combo_kernel'"):
-        check_inductor_options({"combo_kernel": True}, "[train] compile_options")
 
 
 def test_each_call_is_a_profiler_range_named_after_the_step():

@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from foxhunt.training import optim
 from foxhunt.training.optim import ClippedAdam
 
 
@@ -19,16 +18,8 @@ def _set_grads(params, step: int, scale: float) -> None:
         p.grad = scale * torch.randn(p.shape, generator=g)
 
 
-@pytest.fixture(params=["multi_tensor", "per_tensor"])
-def math(request, monkeypatch):
-    """Both forms of the step: multi-tensor (eager) and per-tensor (what runs compiled)."""
-    if request.param == "per_tensor":
-        monkeypatch.setattr(optim, "adam_multi_tensor", optim.adam_per_tensor)
-    return request.param
-
-
 @pytest.mark.parametrize("scale", [0.01, 50.0], ids=["below_the_clip", "clipped"])
-def test_matches_clip_grad_norm_then_adam_over_many_steps(scale, math):
+def test_matches_clip_grad_norm_then_adam_over_many_steps(scale):
     ours, ref = _params(0), _params(0)
     opt = ClippedAdam(ours, lr=1e-2, betas=(0.9, 0.99), eps=1e-6, max_norm=1.0)
     ref_opt = torch.optim.Adam(ref, lr=1e-2, betas=(0.9, 0.99), eps=1e-6)
@@ -104,7 +95,7 @@ def test_a_step_without_every_gradient_is_an_error():
         ClippedAdam(params, lr=1e-3).step()
 
 
-def test_explicit_gradients_step_as_the_parameters_own_would(math):
+def test_explicit_gradients_step_as_the_parameters_own_would():
     """`step(grads=...)`: gradients handed in parameter order (derived elsewhere, e.g. from a
     noisy layer's working weights) give the step `.grad` would have given."""
     ours, ref = _params(0), _params(0)

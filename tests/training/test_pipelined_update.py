@@ -124,21 +124,6 @@ def test_after_every_step_the_working_weights_are_the_current_weights_and_noise(
         assert_working_weights_are_composed(learner.online)
 
 
-def test_the_twin_pass_stages_double_dqns_target_too(tmp_path):
-    """`train.twin_target_pass`: the online and target networks at s' in one paired pass; the
-    staged target is the one their separate passes give."""
-    trainer = WalkForwardTrainer(tiny_spec(twin_target_pass=True), synth(3_000, 0.3, seed=11).bars,
-                                 pipeline(), instrument(), tmp_path, CPU)
-    learner = trainer.start_fold(trainer.folds[0]).learner
-    learner.run_collect(8)
-    learner.online.train()
-    assert learner._twin is not None
-    test_the_staged_target_is_double_dqns_with_the_weights_and_noise_the_update_started_from(
-        learner)
-    for net in (learner.online, learner.target):
-        assert_working_weights_are_composed(net)
-
-
 def test_every_collect_step_acts_with_fresh_noise_composed_before_it(learner):
     """Each step draws the next step's noise beside its env step; `run_collect` draws the first
     step's, after the updates that recomposed the working weights with theirs."""

@@ -31,13 +31,6 @@ def test_disabled_side_streams_run_inline_on_cuda_too():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_side_streams_first_run_at_high_priority():
-    assert all(s.priority < 0 for s in SideStreams(torch.device("cuda"), 2, first=True).streams)
-    assert [s.priority for s in SideStreams(torch.device("cuda"), 2).streams] == [0, 0]
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_a_graph_that_enters_one_branch_joins_only_that_branch():
     """A capture may use fewer branches than exist (a collect step uses one of the update's
     two): waiting on a stream that took no part in the capture would invalidate it."""

@@ -25,10 +25,9 @@ def whole_graph(fn, dynamic, **options):
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # a failed compile falls back with a warning
-@pytest.mark.parametrize("train", [{}, {"twin_target_pass": True}], ids=["defaults", "twin_pass"])
-def test_every_compiled_step_traces_as_one_graph(tmp_path, train):
+def test_every_compiled_step_traces_as_one_graph(tmp_path):
     torch._dynamo.reset()
-    trainer = WalkForwardTrainer(tiny_spec(**train), synth(3_000, 0.3, seed=11).bars, pipeline(),
+    trainer = WalkForwardTrainer(tiny_spec(), synth(3_000, 0.3, seed=11).bars, pipeline(),
                                  instrument(), tmp_path, torch.device("cpu"))
     lr = trainer.start_fold(trainer.folds[0]).learner
     # As on CUDA, where the steps draw from the device's default generator.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.configbase import StrictConfig, validate_config
@@ -19,8 +19,63 @@ from foxhunt.profiles import GpuProfile
 from foxhunt.replay.config import ReplayConfig
 from foxhunt.training.walkforward import WalkForwardConfig
 
+MOVED_TO_PERFORMANCE = {
+    "cuda_graphs": "cuda_graphs", "compile": "compile", "autocast": "autocast",
+    "side_streams": "side_streams", "collect_steps_per_graph": "collect_steps_per_graph",
+    "updates_per_graph": "updates_per_graph", "matmul_precision": "autocast",
+}
+REMOVED = {
+    "compile_options": "the compiled steps use inductor's combo kernels, always",
+    "twin_target_pass": "it was never faster and is gone",
+    "side_streams_first": "it was never faster and is gone",
+}
+
+
+class PerformanceConfig(StrictConfig):
+    """How the learner's steps run on CUDA (`training.hotpath`). The CPU always runs them eagerly
+    in float32, reproducibly from the seed, and ignores this section. The defaults are the
+    CUDA preset (docs/training.md, "Performance settings"); each one is measured there against
+    its alternative."""
+
+    compile: bool = Field(
+        default=True,
+        description="torch.compile each step of collect and update (far fewer, fused kernels "
+        "inside the captured graphs, at the price of compiling once per process and shape); a "
+        "GPU the compiler cannot target falls back to eager with one warning",
+    )
+    cuda_graphs: bool = Field(default=True, description="capture collect and update as CUDA graphs")
+    autocast: Literal["bf16", "tf32", "off"] = Field(
+        default="bf16",
+        description="the network passes' precision in training: 'bf16' autocast (matmuls in "
+        "bf16; softmax, layer norm and losses in float32), 'tf32' float32 with TF32 matmuls, "
+        "'off' exact float32; evaluation and backtests always run in float32",
+    )
+    side_streams: bool = Field(
+        default=True,
+        description="run the independent parts of an update (the next batch and its target, "
+        "the priority write-back) on side streams beside the loss pass and backward",
+    )
+    collect_steps_per_graph: int = Field(
+        default=8, ge=1, description="CUDA graphs: collect steps captured in one graph"
+    )
+    updates_per_graph: int = Field(
+        default=4, ge=1, description="CUDA graphs: updates captured in one graph"
+    )
+
 
 class TrainConfig(StrictConfig):
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_keys(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for key in data:
+                if key in MOVED_TO_PERFORMANCE:
+                    raise ValueError(f"'{key}' moved to [train.performance] (as "
+                                     f"'{MOVED_TO_PERFORMANCE[key]}'; see docs/training.md)")
+                if key in REMOVED:
+                    raise ValueError(f"'{key}' was removed: {REMOVED[key]}")
+        return data
+
     epochs: int = Field(default=20, ge=1)
     collect_steps: int = Field(default=32, ge=1, description="vectorised env steps per epoch")
     updates_per_epoch: int = Field(default=64, ge=1)
@@ -31,57 +86,10 @@ class TrainConfig(StrictConfig):
     n_envs: int | None = Field(default=None, gt=0, description="None: the GPU profile's")
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    cuda_graphs: bool = Field(default=True, description="capture collect and update on CUDA")
-    compile: bool = Field(
-        default=True,
-        description="CUDA: torch.compile the collect step (policy, env step, replay write), the "
-        "loss (forward and backward) and the optimiser step: far fewer, fused kernels inside the "
-        "captured graphs, at the price of about a minute of compiling per fold shape",
-    )
-    compile_options: dict[str, bool | int | float | str] = Field(
-        default_factory=lambda: {"combo_kernels": True},
-        description="torch._inductor.config options for the compiled steps; the default's "
-        "combo kernels fuse the many small kernels of an update horizontally "
-        "(docs/benchmarks.md); {} gives inductor's own defaults",
-    )
-    collect_steps_per_graph: int = Field(
-        default=8, ge=1,
-        description="CUDA graphs: collect steps captured in one graph (one launch per block; "
-        "8 measured 49.5M vs 46.5M env-steps/s for 1 on an H200, docs/benchmarks.md)",
-    )
-    updates_per_graph: int = Field(
-        default=4, ge=1,
-        description="CUDA graphs: updates captured in one graph (one launch per block of k); "
-        "an epoch's updates run as whole blocks, then single updates. 4 measured 1.5-2.9% "
-        "faster per update than 1 on an H200 (docs/benchmarks.md)",
-    )
-    side_streams: bool = Field(
-        default=True,
-        description="CUDA: run the independent parts of an update (the target network's pass, "
-        "the priority write-back) on side streams, in parallel with the online network's",
-    )
-    twin_target_pass: bool = Field(
-        default=False,
-        description="the online and the target network's passes at s' (double DQN's a* and "
-        "its target) as one pass over paired layers (agents.dqn.twin: half the matmul "
-        "launches); needs a dueling, noisy C51 head without variable selection. Off until "
-        "measured on the H200",
-    )
-    side_streams_first: bool = Field(
-        default=False,
-        description="CUDA: the side streams at high priority, so that the GPU schedules their "
-        "ready kernels (the next batch's staging, which the update waits on) before the main "
-        "stream's; captured graphs keep the priority per kernel. Off until measured on the H200",
-    )
-    autocast: Literal["off", "bf16"] = Field(
-        default="bf16",
-        description="CUDA: run the network passes under bf16 autocast (matmuls in bf16, "
-        "softmax/LayerNorm/loss in float32); 'off' keeps float32 (TF32 per matmul_precision)",
-    )
-    matmul_precision: Literal["highest", "high", "medium"] = Field(
-        default="high",
-        description="float32 matmul precision of the training steps on CUDA ('high' allows TF32 "
-        "tensor cores); evaluation and backtests always run in full float32",
+    performance: PerformanceConfig = Field(
+        default_factory=lambda: PerformanceConfig(),
+        description="how fast the steps run on CUDA ([train.performance]); none of it changes "
+        "what is learned",
     )
     capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
     eval_windows: int = Field(
@@ -103,7 +111,7 @@ class TrainingSpec(StrictConfig):
         sections = {}
         for name, section in self:
             if name in updates:
-                data = {**section.model_dump(exclude_unset=True), **updates[name]}
+                data = _merged(section.model_dump(exclude_unset=True), updates[name])
                 section = validate_config(type(section), data, f"{source} [{name}]")
             sections[name] = section
         unknown = set(updates) - set(sections)
@@ -127,3 +135,12 @@ class TrainingSpec(StrictConfig):
                 "train": train,
             }
         )
+
+
+def _merged(base: dict[str, object], update: dict[str, object]) -> dict[str, object]:
+    """`update` over `base`, nested tables (e.g. [train.performance]) merged key by key."""
+    out = dict(base)
+    for key, value in update.items():
+        old = out.get(key)
+        out[key] = _merged(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out

@@ -18,8 +18,6 @@ from typing import Any
 
 import torch
 
-from foxhunt.errors import ConfigError
-
 
 class CapturedStep:
     def __init__(self, fn: Callable[[], None], enabled: bool, warmup: int = 3):
@@ -62,16 +60,12 @@ class SideStreams:
     branch k after branch j; `join()` orders the current stream after every branch, `join(k)`
     after branch k only. Tensors passed between streams must stay referenced until the full
     `join()` that follows their last use (the caching allocator could otherwise hand their
-    memory to another stream early); locals of the step function are. With `first`, the side
-    streams run at high priority: their ready kernels are scheduled before the current stream's.
+    memory to another stream early); locals of the step function are.
     """
 
-    def __init__(self, device: torch.device, n: int, enabled: bool = True, first: bool = False):
+    def __init__(self, device: torch.device, n: int, enabled: bool = True):
         on = enabled and device.type == "cuda"
-        # Graph kernels keep the priority of the stream they were captured on (torch
-        # instantiates graphs with per-node priorities).
-        priority = -1 if first else 0  # lower is higher; 0 is the default
-        self.streams = [torch.cuda.Stream(device, priority=priority) for _ in range(n)] if on else []
+        self.streams = [torch.cuda.Stream(device) for _ in range(n)] if on else []
         # Branches entered since the last full join. Only those may be joined: inside a graph
         # capture, waiting on a stream that took no part in it is an error.
         self._open: set[int] = set()
@@ -129,7 +123,7 @@ class CompiledStep:
     """`fn` through `torch.compile` when `enabled`, falling back to `fn` itself, with one
     warning, if compiling fails (e.g. no Triton for this GPU). Compilation happens on the first
     call, before any kernel of the step runs, so a failed attempt changes no state.
-    `options` go to the compiler as inductor options (see `check_inductor_options`);
+    `options` go to the compiler as inductor options;
     `compiler` is `torch.compile` unless a test substitutes one. Each call is a profiler range
     named `foxhunt.<name>`, so a profile attributes kernels to the step that launched them."""
 
@@ -180,15 +174,3 @@ def _recompile_limit() -> Iterator[None]:
     finally:
         for k, v in saved.items():
             setattr(dynamo_config, k, v)
-
-
-def check_inductor_options(options: dict[str, Any], source: str) -> None:
-    """Fail early, naming the key, on an option torch's inductor does not have: a typo would
-    otherwise surface only as a compile failure and a silent fall-back to eager."""
-    if not options:
-        return
-    import torch._inductor.config as inductor_config
-
-    for key in options:
-        if not hasattr(inductor_config, key):
-            raise ConfigError(f"{source}: torch._inductor.config has no option {key!r}")

@@ -1,10 +1,9 @@
 """Adam on gradients clipped to a total norm, as one pass over the parameters.
 
 `clip_grad_norm_` followed by `Adam.step` reads and rewrites every gradient to scale it, then
-reads it again in Adam: on an H200 that rewrite was a 9 us kernel on the critical path of an
-update. Here the clip coefficient scales each gradient as Adam reads it, so the gradients are
+reads it again in Adam: a pass over every gradient on the critical path of an update. Here the clip coefficient scales each gradient as Adam reads it, so the gradients are
 read once and never written; compiled, the whole step is the norm's reduction and one fused
-kernel.
+kernel per parameter.
 """
 
 from __future__ import annotations
@@ -116,22 +115,16 @@ class ClippedAdam(torch.optim.Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         states = [self.state[p] for p in params]
         m, v = ([s[k] for s in states] for k in ("exp_avg", "exp_avg_sq"))
-        # One norm over the gradients laid end to end: compiled, the fastest of the three forms
-        # benchmarks/probe_grad_norm.py times (5 kernels, against 7 and 28).
+        # One norm over the gradients laid end to end (benchmarks/probe_grad_norm.py compares
+        # the forms compiled).
         grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
         c = (group["max_norm"] / (grad_norm + 1e-6)).clamp(max=1.0)
         t = self._step.add_(1)
-        # The same math two ways, each the faster where it runs (H200, 2026-12-02): compiled,
-        # per-tensor ops fuse into one kernel per parameter (0.289 ms per update, against 0.311
-        # for inductor's one multi-tensor kernel); eagerly and in a plain CUDA graph,
-        # multi-tensor ops launch a few kernels for all parameters instead of ~10 per parameter
-        # (1.04 ms per graphed update, against 1.59).
-        adam = adam_per_tensor if torch.compiler.is_compiling() else adam_multi_tensor
         adam(params, grads, m, v, c, t, lr, beta1, beta2, eps)
         return grad_norm
 
 
-def adam_per_tensor(params: list[Tensor], grads: list[Tensor], m: list[Tensor], v: list[Tensor],
+def adam(params: list[Tensor], grads: list[Tensor], m: list[Tensor], v: list[Tensor],
                     c: Tensor, t: Tensor, lr: float, beta1: float, beta2: float,
                     eps: float) -> None:
     """One Adam step at step count t on the gradients scaled by c, in place."""
@@ -142,20 +135,3 @@ def adam_per_tensor(params: list[Tensor], grads: list[Tensor], m: list[Tensor], 
         v_.mul_(beta2).addcmul_(g, g, value=1 - beta2)  # v_t = beta2 v_{t-1} + (1 - beta2) g_t^2
         # p_t = p_{t-1} - lr / (1 - beta1^t) * m_t / (sqrt(v_t) / sqrt(1 - beta2^t) + eps)
         p.sub_(step_size * m_ / (v_.sqrt() / bias2_sqrt + eps))
-
-
-def adam_multi_tensor(params: list[Tensor], grads: list[Tensor], m: list[Tensor],
-                      v: list[Tensor], c: Tensor, t: Tensor, lr: float, beta1: float,
-                      beta2: float, eps: float) -> None:
-    """`adam_per_tensor` in multi-tensor (`torch._foreach_*`) ops."""
-    step_size, bias2_sqrt = lr / (1 - beta1**t), (1 - beta2**t).sqrt()
-    g = torch._foreach_mul(grads, c)
-    torch._foreach_lerp_(m, g, 1 - beta1)
-    torch._foreach_mul_(v, beta2)
-    torch._foreach_addcmul_(v, g, g, value=1 - beta2)
-    denom = torch._foreach_sqrt(v)
-    torch._foreach_div_(denom, bias2_sqrt)
-    torch._foreach_add_(denom, eps)
-    update = torch._foreach_div(m, denom)
-    torch._foreach_mul_(update, step_size)
-    torch._foreach_sub_(params, update)

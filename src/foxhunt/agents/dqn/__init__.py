@@ -1,7 +1,7 @@
 """Rainbow-style branching DQN: networks, C51/IQN losses, target updates, layout fingerprints."""
 
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
-from foxhunt.agents.dqn.losses import LossOutput, c51_loss, direction_loss, iqn_loss, quantile_huber
+from foxhunt.agents.dqn.losses import LossOutput, direction_loss, quantile_huber
 from foxhunt.agents.dqn.network import (
     BranchingQNetwork,
     DuelingBranches,
@@ -10,6 +10,7 @@ from foxhunt.agents.dqn.network import (
 )
 from foxhunt.agents.dqn.noisy import NoisyLinear
 from foxhunt.agents.dqn.projection import project_distribution
+from foxhunt.agents.dqn.update import UpdateBatch, UpdateResult, reference_update
 from foxhunt.agents.dqn.target import (
     PolyakUpdate,
     describe_layout_diff,
@@ -27,14 +28,15 @@ __all__ = [
     "NoisyLinear",
     "PolyakUpdate",
     "QOutput",
+    "UpdateBatch",
+    "UpdateResult",
     "VariableSelection",
-    "c51_loss",
     "describe_layout_diff",
     "direction_loss",
-    "iqn_loss",
     "layout_description",
     "layout_fingerprint",
     "polyak_update",
     "project_distribution",
     "quantile_huber",
+    "reference_update",
 ]

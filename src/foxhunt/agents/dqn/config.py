@@ -50,15 +50,6 @@ class AgentConfig(StrictConfig):
     adam_eps: float = Field(default=1.5e-4, gt=0)
     grad_clip: float = Field(default=10.0, gt=0)
     variable_selection: bool = False
-    c51_loss: Literal["auto", "fused", "plain"] = Field(
-        default="auto",
-        description="how C51's loss on the taken actions is computed: 'fused' from the raw "
-        "dueling streams (agents.dqn.c51_kernel: one Triton kernel each way on CUDA, its torch "
-        "reference elsewhere; needs head = 'c51' and dueling), 'plain' as the network's "
-        "log-softmax over every action and then the taken rows (about ten kernels each way on "
-        "CUDA); 'auto' is 'fused' on CUDA with Triton installed and a dueling C51 head, else "
-        "'plain'",
-    )
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
     @field_validator("branches")
@@ -75,13 +66,6 @@ class AgentConfig(StrictConfig):
     def _support_ordered(self) -> AgentConfig:
         if not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
-        return self
-
-    @model_validator(mode="after")
-    def _fused_loss_has_its_head(self) -> AgentConfig:
-        if self.c51_loss == "fused" and (self.head != "c51" or not self.dueling):
-            raise ValueError(f"c51_loss = 'fused' needs head = 'c51' and dueling = true (got "
-                             f"head = {self.head!r}, dueling = {str(self.dueling).lower()})")
         return self
 
     @property

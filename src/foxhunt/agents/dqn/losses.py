@@ -1,19 +1,14 @@
-"""Training losses of the branching agent, one function per distributional head.
+"""The pieces of the update (`update.reference_update` states it whole) as the learner runs them.
 
-Both return the IS-weighted loss, per-sample priorities and device-side metrics, with no host
-synchronisation and only static shapes, so a trainer can capture a whole update in a CUDA graph.
-Noise: the trainer calls `reset_noise()` on the online and the target network before every
-update (Rainbow resamples both); these functions use whatever noise the buffers hold.
-Targets use double DQN per branch (van Hasselt et al. 2016, "Deep RL with Double Q-learning"):
-the online network picks a* = argmax_a E[Z(s', a)] in each branch, the target network values it.
+The bootstrap target and the loss at s are separate steps here so that a learner can compute
+the next batch's target ahead of time and beside the current loss pass: `greedy_next_actions`
+(online net at s'), `target_distributions` (target net at s'), `take_action` (a*'s rows), the
+head's bootstrap target (`HEADS`: `target_operands` then `targets`), and then `online_pass`
+(online net at s) and the head's loss terms (`c51_terms`, `iqn_terms`).
 
-Each loss is also available in the pieces it is made of, so that a trainer can run the
-independent ones side by side (on separate CUDA streams) and ahead of time:
-`greedy_next_actions` (online net at s'), `target_distributions` (target net at s'),
-`take_action` (a*'s rows), the head's bootstrap target (`HEADS`: `c51_target_operands` then
-`c51_targets`, or the IQN pair), then `online_pass` (online net at s) and the head's loss
-terms (`c51_terms`, `iqn_terms`).
-`c51_loss` and `iqn_loss` are those pieces in sequence.
+Every piece returns device tensors with static shapes and never synchronises with the host, so
+a learner can capture it in a CUDA graph. Noise: the pieces use whatever noise the networks'
+buffers hold; the learner draws it.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from foxhunt.agents.dqn.c51_kernel import c51_taken_loss, triton_loss_runs_on
+from foxhunt.agents.dqn.c51_kernel import c51_taken_loss
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.agents.dqn.network import BranchingQNetwork, QOutput
 from foxhunt.agents.dqn.projection import project_with_weights, projection_weights
@@ -131,9 +126,10 @@ def c51_terms(
 ) -> LossOutput:
     """Cross-entropy of the projected target against the online distribution of the taken
     action, averaged over branches; as in Rainbow (Hessel et al. 2018) that per-sample loss is
-    also the new priority. Fused (`AgentConfig.c51_loss`) it is computed from the raw dueling
-    streams by `c51_kernel.c51_taken_loss` (one Triton kernel each way on CUDA)."""
-    if _fused_loss(config, out):
+    also the new priority. With dueling streams it is computed from their raw outputs by
+    `c51_kernel.c51_taken_loss` (one Triton kernel each way where Triton runs, its torch
+    reference elsewhere)."""
+    if out.value is not None:
         per_sample, q, target_q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
         return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
                        target_q.mean())
@@ -142,35 +138,6 @@ def c51_terms(
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
     mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()
     return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
-
-
-def _fused_loss(config: AgentConfig, out: QOutput) -> bool:
-    if config.c51_loss == "auto":
-        return out.value is not None and triton_loss_runs_on(out.adv.device)
-    return config.c51_loss == "fused"
-
-
-def c51_loss(
-    online: BranchingQNetwork,
-    target: BranchingQNetwork,
-    obs: Tensor,
-    actions: Tensor,
-    returns: Tensor,
-    discounts: Tensor,
-    next_obs: Tensor,
-    weights: Tensor,
-    direction_labels: Tensor,
-    config: AgentConfig,
-) -> LossOutput:
-    """Categorical (C51) double-DQN loss, per branch: `c51_targets` of a*'s rows, then
-    `c51_terms`.
-
-    obs/next_obs [B, obs_dim]; actions [B, Br] long; returns [B] (n-step discounted sum);
-    discounts [B] (gamma^k, 0 after a termination); weights [B] IS weights; direction_labels [B]
-    long in {0, 1, -1 = unknown}.
-    """
-    return _in_sequence("c51", online, target, obs, actions, returns, discounts, next_obs,
-                        weights, direction_labels, config)
 
 
 def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
@@ -221,50 +188,6 @@ def iqn_terms(
         quantiles.detach().mean(),
         target_q.mean(),
     )
-
-
-def iqn_loss(
-    online: BranchingQNetwork,
-    target: BranchingQNetwork,
-    obs: Tensor,
-    actions: Tensor,
-    returns: Tensor,
-    discounts: Tensor,
-    next_obs: Tensor,
-    weights: Tensor,
-    direction_labels: Tensor,
-    config: AgentConfig,
-) -> LossOutput:
-    """Implicit-quantile (IQN) double-DQN loss, per branch: `iqn_targets` of a*'s rows, then
-    `iqn_terms`;
-    arguments as in `c51_loss`. Online taus: N = iqn_taus fresh samples."""
-    return _in_sequence("iqn", online, target, obs, actions, returns, discounts, next_obs,
-                        weights, direction_labels, config)
-
-
-def _in_sequence(
-    head: str,
-    online: BranchingQNetwork,
-    target: BranchingQNetwork,
-    obs: Tensor,
-    actions: Tensor,
-    returns: Tensor,
-    discounts: Tensor,
-    next_obs: Tensor,
-    weights: Tensor,
-    direction_labels: Tensor,
-    config: AgentConfig,
-) -> LossOutput:
-    """The pieces of `head`'s loss one after the other (see the module docstring)."""
-    if config.head != head:
-        raise ValueError(f"{head}_loss needs an agent config with head = {head!r}, "
-                         f"got {config.head!r}")
-    h, support = HEADS[head], (online.support if config.head == "c51" else None)
-    out = online_pass(online, obs, config)
-    next_dist = target_distributions(target, next_obs, config)
-    chosen = take_action(next_dist, greedy_next_actions(online, next_obs))
-    target_value = h.targets(*h.target_operands(chosen, returns, discounts, support))
-    return h.terms(out, actions, target_value, weights, direction_labels, config, support)
 
 
 class Head(NamedTuple):

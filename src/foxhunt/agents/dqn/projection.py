@@ -39,29 +39,14 @@ def project_distribution(
     return (next_probs.unsqueeze(-1) * hat).sum(dim=-2)
 
 
-def project_per_sample(
-    next_probs: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
-) -> Tensor:
-    """`project_distribution` for next_probs [B, ..., atoms] (float32) whose distributions share
-    their sample's return and discount ([B] each): the weights are built once per sample
-    (`projection_weights`), then applied (`project_with_weights`)."""
-    return project_with_weights(next_probs, projection_weights(returns, discounts, support))
-
-
 def project_with_weights(next_probs: Tensor, hat: Tensor) -> Tensor:
     """next_probs [B, ..., atoms] onto the support by their sample's weights hat [B, atoms, atoms]
-    (`projection_weights`).
+    (`projection_weights`): the weights are built once per sample and shared by its branches.
 
-    On the CPU the sum is a batched matmul (exact float32 there, and no [B, ..., atoms, atoms]
-    temporary); on CUDA it stays multiply-and-sum, which compiles to one fused reduction and can
-    never become a TF32 or bf16 matmul. Compiled, it should read hat and the probabilities as
-    stored tensors: if they are computed in the same graph, inductor fuses them into the
-    reduction and recomputes them for every output atom.
+    Multiply-and-sum, never a matmul, so a TF32 or bf16 matmul mode cannot round the target.
+    Compiled, it should read hat and the probabilities as stored tensors: computed in the same
+    graph, inductor fuses them into the reduction and recomputes them for every output atom.
     """
     batch, atoms = next_probs.shape[0], next_probs.shape[-1]
     flat = next_probs.reshape(batch, -1, atoms)
-    if next_probs.is_cuda:
-        out = (flat.unsqueeze(-1) * hat.unsqueeze(1)).sum(dim=-2)
-    else:
-        out = torch.bmm(flat, hat)
-    return out.reshape(next_probs.shape)
+    return (flat.unsqueeze(-1) * hat.unsqueeze(1)).sum(dim=-2).reshape(next_probs.shape)

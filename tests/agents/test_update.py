@@ -1,4 +1,5 @@
-"""C51 and IQN losses: learning known returns, double-DQN targets, IS weights, masked aux loss."""
+"""The reference update (C51 and IQN heads): it learns known returns, takes double-DQN targets,
+weights samples by their IS weights and masks unlabelled rows of the direction loss."""
 
 from __future__ import annotations
 
@@ -8,9 +9,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, c51_loss, iqn_loss, polyak_update
+from foxhunt.agents.dqn import (
+    AgentConfig,
+    BranchingQNetwork,
+    UpdateBatch,
+    polyak_update,
+    reference_update,
+)
 
-LOSSES = {"c51": c51_loss, "iqn": iqn_loss}
 OBS = 4
 
 
@@ -25,7 +31,7 @@ def tiny_problem(batch_per_state: int = 9):
     returns = torch.cat([torch.full((n,), 1.5), torch.ones(n)])
     discounts = torch.cat([torch.zeros(n), torch.full((n,), 0.5)])
     labels = torch.cat([torch.ones(n, dtype=torch.long), torch.zeros(n, dtype=torch.long)])
-    return obs, actions, returns, discounts, obs.clone(), torch.ones(2 * n), labels
+    return UpdateBatch(obs, actions, returns, discounts, obs.clone(), torch.ones(2 * n), labels)
 
 
 @pytest.mark.parametrize("head", ["c51", "iqn"])
@@ -40,7 +46,7 @@ def test_learns_the_analytical_q_values(head):
     for _ in range(200):
         online.reset_noise()
         target.reset_noise()
-        out = LOSSES[head](online, target, *batch, config=cfg)
+        out = reference_update(online, target, batch)
         opt.zero_grad()
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(online.parameters(), cfg.grad_clip)
@@ -79,18 +85,9 @@ def test_double_dqn_uses_online_argmax_and_target_evaluation():
     assert (online.q_values(obs).argmax(-1) == 0).all()
     assert (target.q_values(obs).argmax(-1) == 2).all()
 
-    out = c51_loss(
-        online,
-        target,
-        obs,
-        torch.zeros(5, 3, dtype=torch.long),
-        torch.zeros(5),
-        torch.ones(5),
-        obs,
-        torch.ones(5),
-        torch.full((5,), -1),
-        cfg,
-    )
+    batch = UpdateBatch(obs, torch.zeros(5, 3, dtype=torch.long), torch.zeros(5), torch.ones(5),
+                        obs, torch.ones(5), torch.full((5,), -1))
+    out = reference_update(online, target, batch)
     q_target = target.q_values(obs)
     torch.testing.assert_close(out.metrics["target_q"], q_target[..., 0].mean())
     assert out.metrics["target_q"] < 0 < q_target[..., 2].mean()
@@ -102,21 +99,19 @@ def test_importance_weights_scale_each_sample(head):
     cfg = AgentConfig(hidden=16, head=head, aux_weight=0.0)
     online = BranchingQNetwork(OBS, cfg)
     target = copy.deepcopy(online)
-    obs, actions, returns, discounts, next_obs, ones, labels = tiny_problem(3)
-    loss_fn = LOSSES[head]
+    batch = tiny_problem(3)
+    ones = batch.weight
 
     def run(weights):
-        torch.manual_seed(1)
-        return loss_fn(
-            online, target, obs, actions, returns, discounts, next_obs, weights, labels, cfg
-        )
+        return reference_update(online, target, batch._replace(weight=weights),
+                                torch.Generator().manual_seed(1))
 
     base, double = run(ones), run(2 * ones)
     torch.testing.assert_close(double.loss, 2 * base.loss)
-    torch.testing.assert_close(double.td_abs, base.td_abs)
+    torch.testing.assert_close(double.priority, base.priority)
     one_hot = torch.zeros_like(ones)
     one_hot[4] = 1.0
-    torch.testing.assert_close(run(one_hot).loss, base.td_abs[4] / len(ones))
+    torch.testing.assert_close(run(one_hot).loss, base.priority[4] / len(ones))
 
 
 @pytest.mark.parametrize("head", ["c51", "iqn"])
@@ -125,9 +120,10 @@ def test_outputs_are_detached_device_tensors(head):
     online = BranchingQNetwork(OBS, cfg)
     target = copy.deepcopy(online)
     batch = tiny_problem(3)
-    out = LOSSES[head](online, target, *batch, config=cfg)
+    out = reference_update(online, target, batch)
     assert out.loss.dim() == 0 and out.loss.requires_grad
-    assert out.td_abs.shape == (6,) and not out.td_abs.requires_grad and (out.td_abs >= 0).all()
+    assert out.priority.shape == (6,) and not out.priority.requires_grad
+    assert (out.priority >= 0).all()
     assert set(out.metrics) == {"loss", "q_loss", "aux_loss", "mean_q", "target_q"}
     assert all(
         isinstance(v, torch.Tensor) and v.dim() == 0 and not v.requires_grad
@@ -143,27 +139,16 @@ def test_aux_loss_ignores_unlabelled_rows():
     cfg = AgentConfig(hidden=16, noisy=False, aux_weight=0.5)
     online = BranchingQNetwork(OBS, cfg)
     target = copy.deepcopy(online)
-    obs, actions, returns, discounts, next_obs, weights, _ = tiny_problem(3)
-    labels = torch.tensor([1, -1, 0, -1, 1, 0])
+    batch = tiny_problem(3)
+    obs, labels = batch.obs, torch.tensor([1, -1, 0, -1, 1, 0])
 
-    out = c51_loss(online, target, obs, actions, returns, discounts, next_obs, weights, labels, cfg)
+    out = reference_update(online, target, batch._replace(direction=labels))
     keep = labels >= 0
     expected = F.cross_entropy(online(obs).aux_logits[keep], labels[keep])
     torch.testing.assert_close(out.metrics["aux_loss"], expected)
     torch.testing.assert_close(out.loss, out.metrics["q_loss"] + 0.5 * expected)
 
-    none = c51_loss(
-        online,
-        target,
-        obs,
-        actions,
-        returns,
-        discounts,
-        next_obs,
-        weights,
-        torch.full((6,), -1),
-        cfg,
-    )
+    none = reference_update(online, target, batch._replace(direction=torch.full((6,), -1)))
     assert none.metrics["aux_loss"] == 0
     torch.testing.assert_close(none.loss, none.metrics["q_loss"])
 
