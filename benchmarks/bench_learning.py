@@ -1,0 +1,386 @@
+"""Learning-quality benchmark: does the agent find what simple rules find, on markets whose answer is known?
+
+For each market x seed the walk-forward agent is trained through the public trainer
+(`WalkForwardTrainer`, the shipped default config sized by the GPU profile) and judged on its
+test windows against baselines run on the same test windows through the same fill and cost
+model (`foxhunt.backtest`): flat, buy-and-hold, the oracle where the market has one, and the best
+of a grid of SMA-cross and z-score-fade rules, chosen on each fold's validation window
+(`foxhunt.backtest.rule_search`: the test window is never used for any choice).
+
+Markets: the synthetic families of `foxhunt.data.synth` (`ar` at X = 0.3, `trend`, `reversion`,
+`regime`, `garch_noise`; the seed picks the market and the agent's seed) and real series: the
+bundled ES trades as 1-minute bars (`es`), and the hourly EURUSD (`eurusd`, traded as 6E) and
+daily GOOG (`goog`) bars that the `backtesting` package ships in `backtesting.test` (installed by
+the `test` and `bench` extras; loaded from the installed package, not bundled here).
+
+Targets (docs/learning.md), checked per market and printed as pass/fail:
+- ar, trend, reversion, regime: agent mean test Sharpe >= 0.8 x the validation-chosen rule's
+  (>= the rule's when the rule's is <= 0), and on ar also >= 0.5 x the oracle's;
+- garch_noise: the agent's pooled test t-statistic within (-2, 2);
+- real series: no target, reported as measured.
+Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is over seeds of the
+per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
+
+Prints one JSON document on stdout (progress and the table go to stderr); `--markdown FILE`
+also writes the table as markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import emit, log, resolve_device
+
+from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
+from foxhunt.config import load_settings
+from foxhunt.data.instruments import Instrument, InstrumentRegistry, Session
+from foxhunt.data.series import Bars, BarSpec
+from foxhunt.data.synth import FAMILIES, SynthConfig, generate, oracle_positions
+from foxhunt.errors import FoxhuntError
+from foxhunt.features import FeaturePipeline
+from foxhunt.metrics import periods_per_year
+from foxhunt.profiles import choose_profile
+from foxhunt.training.config import TrainingSpec
+from foxhunt.training.trainer import WalkForwardTrainer
+from foxhunt.training.walkforward import WalkForwardSplit
+
+AR_SIGNAL = 0.3
+SYNTH_MARKETS = ("ar", "trend", "reversion", "regime", "garch_noise")
+REAL_MARKETS = ("es", "eurusd", "goog")
+MARKETS = SYNTH_MARKETS + REAL_MARKETS
+RULE_TARGET = 0.8
+ORACLE_TARGET = 0.5
+NULL_T = 2.0
+SYNTH_SESSION = Session(tz="UTC", open="14:30", close="21:00")
+"""The generator's default 390-minute session (bars close 14:31 .. 21:00 UTC)."""
+QUICK_OVERRIDES = {
+    "env": {"window": 8, "episode_len": 64},
+    "agent": {"hidden": 32, "atoms": 11},
+    "replay": {"capacity": 4_096, "beta_anneal_steps": 200},
+    "train": {"epochs": 2, "collect_steps": 8, "updates_per_epoch": 8, "learning_starts": 128,
+              "batch_size": 32, "n_envs": 16, "eval_windows": 2},
+    "walkforward": {"purge": 16},
+}
+"""--quick: a CPU-sized agent that only checks the path runs end to end."""
+assert set(SYNTH_MARKETS) <= set(FAMILIES)
+
+
+@dataclass(frozen=True)
+class Market:
+    name: str
+    kind: str  # "synthetic" or "real"
+    bars: Bars
+    instrument: Instrument
+    periods_per_year: float
+    oracle_side: np.ndarray | None
+    source: str
+
+
+# -- markets ----------------------------------------------------------------------------------
+
+
+def synthetic(family: str, n_bars: int, seed: int) -> Market:
+    cfg = SynthConfig(n_bars=n_bars, seed=seed, family=family,
+                      signal_strength=AR_SIGNAL if family == "ar" else 0.0)
+    m = generate(cfg)
+    inst = InstrumentRegistry.load().get("SYN").model_copy(update={"session": SYNTH_SESSION})
+    ppy = periods_per_year(BarSpec("time", cfg.bar_seconds * 1e9), inst.session)
+    # garch_noise's signal is a placebo: there is nothing for an oracle to know.
+    side = None if family == "garch_noise" else oracle_positions(m)
+    source = f"foxhunt.data.synth family={family} seed={seed}" + (
+        f" X={AR_SIGNAL}" if family == "ar" else "")
+    return Market(family, "synthetic", m.bars, inst, ppy, side, source)
+
+
+def real(name: str) -> Market:
+    registry = InstrumentRegistry.load()
+    if name == "es":
+        from foxhunt.data.resample import resample
+        from foxhunt.data.sample import load_sample_ticks
+
+        inst = registry.get("ES")
+        spec = BarSpec.parse("1min")
+        bars = resample(load_sample_ticks(), spec, point_value=inst.point_value)
+        return Market(name, "real", bars, inst, periods_per_year(spec, inst.session), None,
+                      "bundled ES trades 2013-09-01..03 (foxhunt data sample), 1-minute bars")
+    try:
+        import backtesting.test as bt
+    except ImportError:
+        raise SystemExit(f"--markets {name}: needs the `backtesting` package "
+                         "(pip install -e '.[bench]')") from None
+    if name == "eurusd":
+        inst = registry.get("6E")
+        return Market(name, "real", _frame_bars(bt.EURUSD, 3_600, inst.tick_size), inst,
+                      periods_per_year(BarSpec.parse("1h"), inst.session), None,
+                      "backtesting.test.EURUSD: hourly EUR/USD 2017-04..2018-02, traded as 6E")
+    if name == "goog":
+        inst = Instrument(symbol="GOOG", description="Alphabet (GOOG) shares, 100 a contract",
+                          tick_size=0.01, point_value=100.0, commission=1.0,
+                          session=Session(tz="America/New_York", open="09:30", close="16:00"))
+        return Market(name, "real", _frame_bars(bt.GOOG, 86_400, inst.tick_size,
+                                                close_offset_s=21 * 3600), inst,
+                      periods_per_year(BarSpec.parse("1d"), None), None,
+                      "backtesting.test.GOOG: daily GOOG 2004-2013, 100 shares a contract")
+    raise SystemExit(f"--markets: unknown market {name!r}; known: {', '.join(MARKETS)}")
+
+
+def _frame_bars(frame: Any, bar_s: int, tick: float, close_offset_s: int | None = None) -> Bars:
+    """Bars from an OHLCV DataFrame indexed by bar open time (naive, taken as UTC), prices on
+    the tick grid, ts the close time (open + `bar_s`, or the day + `close_offset_s`)."""
+    opens = frame.index.values.astype("datetime64[ns]").astype(np.int64)
+    ts = opens + int((close_offset_s if close_offset_s is not None else bar_s) * 1e9)
+    px = {k: np.round(frame[k.capitalize()].to_numpy(np.float64) / tick) * tick
+          for k in ("open", "high", "low", "close")}
+    high = np.maximum.reduce([px["high"], px["open"], px["close"]])
+    low = np.minimum.reduce([px["low"], px["open"], px["close"]])
+    volume = np.maximum(frame["Volume"].to_numpy(np.float64), 1.0)
+    return Bars(ts, px["open"], high, low, px["close"], volume)
+
+
+def load_market(name: str, n_bars: int, seed: int) -> Market:
+    return synthetic(name, n_bars, seed) if name in SYNTH_MARKETS else real(name)
+
+
+# -- the agent's settings ---------------------------------------------------------------------
+
+
+def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
+    """The shipped default config (+ $FOXHUNT_HOME/config.toml, --config), sized by the GPU
+    profile, with this run's folds, seed and device."""
+    spec = load_settings(args.config).settings.training_spec()
+    updates: dict[str, dict[str, Any]] = {k: dict(v) for k, v in QUICK_OVERRIDES.items()} \
+        if args.quick else {}
+    updates.setdefault("walkforward", {})["folds"] = args.folds
+    updates.setdefault("train", {}).update(seed=seed, device=args.device)
+    if args.epochs:
+        updates["train"]["epochs"] = args.epochs
+    spec = spec.with_overrides(updates, "bench_learning")
+    return spec.sized_for(choose_profile(None).profile)
+
+
+def fit_episode(spec: TrainingSpec, market: Market, pipeline: FeaturePipeline) -> TrainingSpec:
+    """Shorten the episode where a short real series' windows are smaller than one episode
+    (the trainer needs windows of episode_len + 2 bars); recorded in the JSON."""
+    first = pipeline.warmup + spec.env.window - 1
+    folds = WalkForwardSplit(spec.walkforward, len(market.bars), first=first).folds()
+    shortest = min(min(len(f.train), len(f.val), len(f.test)) for f in folds)
+    if shortest >= spec.env.episode_len + 2:
+        return spec
+    return spec.with_overrides({"env": {"episode_len": max(8, shortest - 2)}}, "bench_learning")
+
+
+# -- one market x seed ------------------------------------------------------------------------
+
+
+def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir: Path,
+            agent: bool) -> dict[str, Any]:
+    spec = agent_spec(args, seed)
+    pipeline = FeaturePipeline(load_settings(args.config).settings.features,
+                               market.instrument.session)
+    spec = fit_episode(spec, market, pipeline)
+    run_dir = workdir / f"{market.name}-seed{seed}"
+    trainer = WalkForwardTrainer(spec, market.bars, pipeline, market.instrument, run_dir, device,
+                                 None, market.periods_per_year)
+    folds = trainer.folds
+    t0 = time.perf_counter()
+    baselines = [fold_baselines(market.bars, market.instrument, f, oracle_side=market.oracle_side,
+                                env_config=spec.env, periods_per_year=market.periods_per_year,
+                                device="cpu") for f in folds]
+    rules_s = time.perf_counter() - t0
+    out_folds = [b.to_dict() for b in baselines]
+    doc: dict[str, Any] = {"seed": seed, "bars": len(market.bars), "rules_s": round(rules_s, 2),
+                           "episode_len": spec.env.episode_len, "folds": out_folds}
+    if agent:
+        trainer.on_epoch = _epoch_logger(market.name, seed, spec.train.epochs)
+        t0 = time.perf_counter()
+        result = trainer.run()
+        doc["agent_s"] = round(time.perf_counter() - t0, 1)
+        for row, report in zip(out_folds, result.folds, strict=True):
+            assert row["windows"] == report.windows, "trainer and baselines disagree on windows"
+            row["test"]["agent"] = {k: report.test[k] for k in
+                                    ("sharpe", "pnl", "return", "max_drawdown", "trades", "flat",
+                                     "bars")}
+            row["agent_best_epoch"] = report.best_epoch
+            row["agent_val_sharpe"] = report.val["sharpe"]
+            # The trainer's own buy-and-hold rollout: the same fill model, so it should match.
+            row["trainer_buy_and_hold_sharpe"] = report.baselines["buy_and_hold"]["sharpe"]
+    return doc
+
+
+def _epoch_logger(name: str, seed: int, epochs: int) -> Callable[[dict[str, Any]], None]:
+    def on_epoch(line: dict[str, Any]) -> None:
+        log(f"{name} seed {seed} fold {line['fold']} epoch {line['epoch'] + 1}/{epochs}: "
+            f"val Sharpe {line['val']['sharpe']:+.2f}  loss {line['loss']:.3f}")
+    return on_epoch
+
+
+# -- summary and targets ----------------------------------------------------------------------
+
+
+def per_seed_means(seeds: list[dict[str, Any]], policy: str) -> list[float]:
+    out = []
+    for s in seeds:
+        vals = [f["test"][policy]["sharpe"] for f in s["folds"] if policy in f["test"]]
+        if vals:
+            out.append(statistics.fmean(vals))
+    return out
+
+
+def pooled_t(seeds: list[dict[str, Any]], policy: str, ppy: float) -> float | None:
+    """t-statistic of the mean per-bar return over every test window of every seed: each
+    window's per-bar Sharpe s_i over n_i bars is ~N(0, 1/n_i) under no edge, so
+    sum(s_i n_i) / sqrt(sum n_i) is ~N(0, 1)."""
+    num = den = 0.0
+    for s in seeds:
+        for f in s["folds"]:
+            r = f["test"].get(policy)
+            if r is None or not r.get("bars"):
+                continue
+            n = float(r["bars"])
+            num += r["sharpe"] / math.sqrt(ppy) * n
+            den += n
+    return num / math.sqrt(den) if den else None
+
+
+def stats(values: list[float]) -> dict[str, Any] | None:
+    if not values:
+        return None
+    sd = statistics.stdev(values) if len(values) > 1 else None
+    return {"mean": round(statistics.fmean(values), 3), "sd": None if sd is None else round(sd, 3),
+            "n": len(values)}
+
+
+def summarise(market: Market, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean ± sd over seeds and pooled t per policy. On a real series every seed trades the same
+    bars, so the baselines (which have no seed) count once, from the first seed."""
+    once = seeds if market.kind == "synthetic" else seeds[:1]
+    out: dict[str, Any] = {"agent": stats(per_seed_means(seeds, "agent"))}
+    out.update({p: stats(per_seed_means(once, p)) for p in ("rule", "oracle", "flat",
+                                                              "buy_and_hold")})
+    out["t"] = {p: None if (t := pooled_t(seeds if p == "agent" else once, p,
+                                          market.periods_per_year)) is None
+                else round(t, 2) for p in ("agent", "rule", "oracle", "buy_and_hold")}
+    out["chosen_rules"] = sorted({f["chosen"] for s in seeds for f in s["folds"]})
+    out["targets"] = targets(market, out)
+    decided = [t["pass"] for t in out["targets"] if t["pass"] is not None]
+    out["pass"] = all(decided) if decided and len(decided) == len(out["targets"]) else None
+    return out
+
+
+def targets(market: Market, s: dict[str, Any]) -> list[dict[str, Any]]:
+    agent = s["agent"]["mean"] if s["agent"] else None
+    rule = s["rule"]["mean"] if s["rule"] else None
+    out = []
+    if market.name in ("ar", "trend", "reversion", "regime"):
+        need = RULE_TARGET * rule if rule > 0 else rule
+        out.append({"target": f"agent >= {RULE_TARGET:g} x rule", "need": round(need, 3),
+                    "pass": None if agent is None else agent >= need})
+    if market.name == "ar" and s["oracle"]:
+        need = ORACLE_TARGET * s["oracle"]["mean"]
+        out.append({"target": f"agent >= {ORACLE_TARGET:g} x oracle", "need": round(need, 3),
+                    "pass": None if agent is None else agent >= need})
+    if market.name == "garch_noise":
+        t = s["t"]["agent"]
+        out.append({"target": f"abs(agent t) < {NULL_T:g}", "need": NULL_T,
+                    "pass": None if t is None else abs(t) < NULL_T})
+    return out
+
+
+# -- output -----------------------------------------------------------------------------------
+
+
+def _pm(x: dict[str, Any] | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x['mean']:+.2f}" + (f" ± {x['sd']:.2f}" if x["sd"] is not None else "")
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    head = ["market", "agent", "rule (val-chosen)", "oracle", "flat", "buy & hold",
+            "rule t", "targets", "pass"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        s = r["summary"]
+        tg = "; ".join(f"{t['target']} ({t['need']:+.2f})" if t["target"].startswith("agent >=")
+                       else t["target"] for t in s["targets"]) or "reported"
+        verdict = {True: "pass", False: "FAIL", None: "-"}[s["pass"]]
+        t_rule = s["t"]["rule"]
+        lines.append("| " + " | ".join([
+            r["market"], _pm(s["agent"]), _pm(s["rule"]), _pm(s["oracle"]), _pm(s["flat"]),
+            _pm(s["buy_and_hold"]), "-" if t_rule is None else f"{t_rule:+.1f}", tg, verdict,
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--markets", default=",".join(MARKETS),
+                        help=f"comma-separated, from {', '.join(MARKETS)} (default: all)")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--bars", type=int, default=30_000, help="bars of a synthetic market")
+    parser.add_argument("--folds", type=int, default=3, help="walk-forward folds")
+    parser.add_argument("--epochs", type=int, help="epochs per fold (default: the config's)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument("--config", type=Path, help="a foxhunt config TOML for the agent")
+    parser.add_argument("--rules-only", action="store_true", help="skip the agent: baselines only")
+    parser.add_argument("--quick", action="store_true",
+                        help="a tiny agent and 4,000-bar markets (CI smoke test)")
+    parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
+    parser.add_argument("--markdown", metavar="FILE.md", help="also write the table here")
+    args = parser.parse_args(argv)
+    names = [m.strip() for m in args.markets.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MARKETS]
+    if unknown or not names:
+        raise SystemExit(f"--markets: unknown {unknown or 'none given'}; known: {', '.join(MARKETS)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"--seeds: {args.seeds!r} is not a comma-separated list of integers") from None
+    if not seeds or min(seeds) < 0:
+        raise SystemExit("--seeds: give at least one seed, each >= 0")
+    if args.quick and args.bars == parser.get_default("bars"):
+        args.bars = 4_000
+    device = resolve_device(args.device)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            runs = []
+            for seed in seeds:
+                market = load_market(name, args.bars, seed)
+                log(f"{name} seed {seed}: {len(market.bars):,} bars")
+                try:
+                    runs.append(run_one(market, seed, args, device, Path(tmp),
+                                        agent=not args.rules_only))
+                except FoxhuntError as exc:
+                    raise SystemExit(f"{name} seed {seed}: {exc}") from None
+            rows.append({"market": name, "kind": market.kind, "source": market.source,
+                         "instrument": market.instrument.symbol,
+                         "periods_per_year": market.periods_per_year,
+                         "summary": summarise(market, runs), "seeds": runs})
+    text = table(rows)
+    print(text, file=sys.stderr)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    settings = {"markets": names, "seeds": seeds, "bars": args.bars, "folds": args.folds,
+                "rules_only": args.rules_only, "quick": args.quick, "ar_signal_strength": AR_SIGNAL,
+                "rules": {"sma": [list(x) for x in SMA_GRID], "zfade": [list(x) for x in ZFADE_GRID]},
+                "n_rules": len(default_rules()),
+                "targets": {"rule": RULE_TARGET, "oracle": ORACLE_TARGET, "null_t": NULL_T}}
+    if not args.rules_only:
+        settings["agent_spec"] = agent_spec(args, seeds[0]).model_dump(mode="json")
+    emit("learning", device, {"settings": settings, "markets": rows}, args.out)
+
+
+if __name__ == "__main__":
+    main()
