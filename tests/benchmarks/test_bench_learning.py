@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import bench_learning  # noqa: E402
+import bench_learning
 
 pytestmark = pytest.mark.slow
 POLICIES = {"flat", "buy_and_hold", "rule", "oracle"}

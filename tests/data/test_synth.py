@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from foxhunt.data.series import Bars
 from foxhunt.backtest import SmaCross, run_backtest
 from foxhunt.backtest.strategies import FixedSides, ZScoreFade
 from foxhunt.data.instruments import InstrumentRegistry, Session
+from foxhunt.data.series import Bars
 from foxhunt.data.synth import (
     FAMILIES,
     SynthConfig,

@@ -19,7 +19,14 @@ import torch
 
 from foxhunt.backtest.engine import Backtester, Job
 from foxhunt.backtest.results import BacktestResult
-from foxhunt.backtest.strategies import BuyAndHold, FixedSides, Flat, SmaCross, TablePolicy, ZScoreFade
+from foxhunt.backtest.strategies import (
+    BuyAndHold,
+    FixedSides,
+    Flat,
+    SmaCross,
+    TablePolicy,
+    ZScoreFade,
+)
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.env.config import EnvConfig

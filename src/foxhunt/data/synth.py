@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -45,7 +45,7 @@ that its edge is the one it is named for."""
 
 def _to_ns(value: Any) -> Any:
     if isinstance(value, datetime):
-        d = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        d = value if value.tzinfo else value.replace(tzinfo=UTC)
         return (int(d.timestamp()) * 1_000_000 + d.microsecond) * 1_000
     if isinstance(value, str):
         text = value.strip()
@@ -264,7 +264,7 @@ class SynthMarket:
         returns = np.diff(np.log(b.close))
 
         def iso(ns: int) -> str:
-            return datetime.fromtimestamp(ns // NS_PER_S, tz=timezone.utc).isoformat()
+            return datetime.fromtimestamp(ns // NS_PER_S, tz=UTC).isoformat()
 
         return {
             "bars": len(self),
