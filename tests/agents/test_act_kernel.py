@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, act_kernel
-from foxhunt.agents.dqn.act_kernel import greedy_c51, greedy_c51_reference, greedy_c51_triton
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
+from foxhunt.agents.dqn.act_kernel import greedy_c51, greedy_c51_reference
+from foxhunt.triton_support import triton_runs_on
 from tests.interpreted import run_interpreted
 
 OBS, BRANCHES, ACTIONS = 12, 3, 3
@@ -102,8 +103,9 @@ def test_equal_q_values_choose_the_lowest_action():
     assert_ties_go_to_the_lowest_action(greedy_c51_reference)
 
 
-def test_without_cuda_greedy_c51_is_the_reference():
+def test_where_triton_does_not_run_greedy_c51_is_the_reference():
     value, adv, support = head_layout(7, 21)
+    assert not triton_runs_on(adv.device)
     for got, want in zip(
         greedy_c51(value, adv, support), greedy_c51_reference(value, adv, support)
     ):
@@ -133,14 +135,16 @@ def test_bad_shapes_are_refused_naming_the_argument(value, adv, support, names):
 
 def interpreted_checks() -> None:
     """Run by the interpreter test in a process started with TRITON_INTERPRET=1 (Triton reads
-    it when the kernel is defined, so it cannot be switched on inside this process)."""
+    it when the kernel is defined, so it cannot be switched on inside this process), where
+    `greedy_c51` on the CPU is the kernel."""
+    assert triton_runs_on("cpu")
     for atoms in ATOMS:
         for dtype in ATOL:
             for n in (1, 20):
                 for dueling in (True, False):
                     layout = head_layout(n, atoms, dtype, dueling=dueling, seed=n)
-                    assert_matches_reference(greedy_c51_triton, *layout)
-    assert_ties_go_to_the_lowest_action(greedy_c51_triton)
+                    assert_matches_reference(greedy_c51, *layout)
+    assert_ties_go_to_the_lowest_action(greedy_c51)
 
 
 def test_kernel_matches_reference_when_interpreted_on_cpu():
@@ -154,7 +158,7 @@ def test_kernel_matches_reference_when_interpreted_on_cpu():
 @pytest.mark.parametrize("dtype", list(ATOL), ids=["fp32", "bf16"])
 @pytest.mark.parametrize("dueling", [True, False], ids=["dueling", "no_value"])
 def test_kernel_matches_reference_on_cuda(dueling, dtype, atoms, n):
-    assert act_kernel.HAS_TRITON
+    assert triton_runs_on(CUDA)
     layout = head_layout(n, atoms, dtype, CUDA, dueling=dueling, seed=n)
     assert not layout[1].is_contiguous()
     assert_matches_reference(greedy_c51, *layout)

@@ -8,15 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foxhunt.agents.dqn import AgentConfig
-from foxhunt.agents.dqn.c51_kernel import (
-    HAS_TRITON,
-    c51_taken_loss,
-    c51_taken_loss_reference,
-    c51_taken_loss_triton,
-    triton_loss_runs_on,
-)
-from foxhunt.agents.dqn.network import QOutput
+from foxhunt.agents.dqn.c51_kernel import c51_taken_loss, c51_taken_loss_reference
+from foxhunt.triton_support import HAS_TRITON, triton_runs_on
 from tests.interpreted import run_interpreted
 
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
@@ -76,12 +69,11 @@ def test_the_reference_is_the_networks_loss_and_gradient():
     torch.testing.assert_close(target_q, (target * support).sum(-1).mean(-1))
 
 
-def test_off_cuda_or_when_not_asked_for_it_is_the_reference():
+def test_where_triton_does_not_run_it_is_the_reference():
     args = streams(8, 11, torch.float32)
-    for use_triton in (False, True):
-        for got, want in zip(c51_taken_loss(*args, use_triton=use_triton),
-                             c51_taken_loss_reference(*args), strict=True):
-            assert torch.equal(got, want)
+    assert not triton_runs_on(args[1].device)
+    for got, want in zip(c51_taken_loss(*args), c51_taken_loss_reference(*args), strict=True):
+        assert torch.equal(got, want)
 
 
 def test_wrong_shapes_are_clear_errors():
@@ -93,10 +85,12 @@ def test_wrong_shapes_are_clear_errors():
 
 
 def interpreted_checks() -> None:
-    """Run by the interpreter test in a process started with TRITON_INTERPRET=1."""
+    """Run by the interpreter test in a process started with TRITON_INTERPRET=1, where
+    `c51_taken_loss` on the CPU is the kernels."""
+    assert triton_runs_on("cpu")
     for atoms in (11, 51):
         for dtype in TOLERANCE:
-            assert_matches_reference(c51_taken_loss_triton, *streams(7, atoms, dtype, seed=atoms))
+            assert_matches_reference(c51_taken_loss, *streams(7, atoms, dtype, seed=atoms))
 
 
 def test_kernels_match_the_reference_when_interpreted_on_cpu():
@@ -108,5 +102,6 @@ def test_kernels_match_the_reference_when_interpreted_on_cpu():
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=["fp32", "bf16"])
 def test_kernels_match_the_reference_on_cuda_and_compile(dtype):
     args = streams(512, 51, dtype, CUDA)
-    assert_matches_reference(c51_taken_loss_triton, *args)
-    assert_matches_reference(torch.compile(c51_taken_loss_triton, fullgraph=True), *args)
+    assert triton_runs_on(CUDA)
+    assert_matches_reference(c51_taken_loss, *args)
+    assert_matches_reference(torch.compile(c51_taken_loss, fullgraph=True), *args)

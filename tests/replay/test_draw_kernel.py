@@ -6,15 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.errors import ConfigError
-from foxhunt.replay import PrioritizedReplay, ReplayConfig
-from foxhunt.replay.draw_kernel import (
-    HAS_TRITON,
-    draw,
-    draw_reference,
-    draw_triton,
-    triton_draw_runs_on,
-)
+from foxhunt.replay.draw_kernel import draw, draw_reference
+from foxhunt.triton_support import HAS_TRITON, triton_runs_on
 from tests.interpreted import run_interpreted
 
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
@@ -37,7 +30,7 @@ def assert_draws_match(mass: torch.Tensor, block: int, u: torch.Tensor, newest: 
     newest_t = torch.tensor(newest, device=mass.device)
     beta_t = torch.tensor(beta, device=mass.device)
     want_i, want_w = draw_reference(mass, block, u, newest_t, beta_t)
-    got_i, got_w = draw_triton(mass, block, u, newest_t, beta_t)
+    got_i, got_w = draw(mass, block, u, newest_t, beta_t)
     assert torch.equal(got_i, want_i), (got_i != want_i).nonzero()[:5]
     torch.testing.assert_close(got_w, want_w, rtol=2e-6, atol=0)
 
@@ -58,11 +51,12 @@ def cases(device=None) -> list[tuple]:
 
 def interpreted_checks() -> None:
     """Run by the interpreter test in a process started with TRITON_INTERPRET=1 (Triton reads
-    it when the kernels are defined)."""
+    it when the kernels are defined), where `draw` on the CPU is the kernels."""
+    assert triton_runs_on("cpu")
     for mass, block, u, newest in cases():
         assert_draws_match(mass, block, u, newest)
     mass, block, u, newest = cases()[-1]
-    index, _ = draw_triton(mass, block, u, torch.tensor(newest), torch.tensor(1.0))
+    index, _ = draw(mass, block, u, torch.tensor(newest), torch.tensor(1.0))
     assert index.tolist()[-2:] == [149, 149]  # round-off past the total: the newest index
 
 
@@ -70,27 +64,21 @@ def test_kernels_match_the_reference_when_interpreted_on_cpu():
     run_interpreted("tests.replay.test_draw_kernel")
 
 
-def test_the_replay_draws_with_triton_where_it_can_run_and_refuses_it_elsewhere():
+def test_triton_runs_on_cuda_with_triton_and_the_draw_is_the_reference_elsewhere():
     mass, block, u, newest = cases()[0]
     args = (mass, block, u, torch.tensor(newest), torch.tensor(0.6))
-    for got, want in zip(draw(*args, use_triton=False), draw_reference(*args), strict=True):
+    for got, want in zip(draw(*args), draw_reference(*args), strict=True):
         assert torch.equal(got, want)
-    assert not triton_draw_runs_on(torch.device("cpu"))
-    assert triton_draw_runs_on(torch.device("cuda")) == HAS_TRITON
-    for kind in ("auto", "torch"):
-        replay = PrioritizedReplay(ReplayConfig(capacity=64, draw_kernel=kind), 4, 2)
-        assert not replay._triton_draw  # on the CPU
-    with pytest.raises(ConfigError, match="replay.draw_kernel = 'triton' needs the replay on CUDA"):
-        PrioritizedReplay(ReplayConfig(capacity=64, draw_kernel="triton"), 4, 2)
+    assert not triton_runs_on(torch.device("cpu"))
+    assert triton_runs_on(torch.device("cuda")) == HAS_TRITON
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
-def test_bad_operands_are_clear_errors():
+def test_bad_operands_are_clear_errors_on_either_path():
     mass = torch.zeros(100)
     with pytest.raises(ValueError, match="whole blocks of 32"):
-        draw_triton(mass, 32, torch.rand(4, dtype=torch.float64), torch.tensor(0), torch.tensor(1.0))
+        draw(mass, 32, torch.rand(4, dtype=torch.float64), torch.tensor(0), torch.tensor(1.0))
     with pytest.raises(ValueError, match="power of two"):
-        draw_triton(torch.zeros(96), 48, torch.rand(4, dtype=torch.float64), torch.tensor(0),
+        draw(torch.zeros(96), 48, torch.rand(4, dtype=torch.float64), torch.tensor(0),
                     torch.tensor(1.0))
 
 
@@ -104,7 +92,8 @@ def test_kernels_match_the_reference_on_cuda_and_replay_in_a_cuda_graph():
     u = torch.rand(512, dtype=torch.float64, device=CUDA)
     newest, beta = torch.tensor(999_423, device=CUDA), torch.tensor(0.4, device=CUDA)
     want = draw_reference(mass, 1024, u, newest, beta)
-    compiled = torch.compile(lambda: draw_triton(mass, 1024, u, newest, beta), fullgraph=True)
+    assert triton_runs_on(CUDA)
+    compiled = torch.compile(lambda: draw(mass, 1024, u, newest, beta), fullgraph=True)
     for got, ref in zip(compiled(), want, strict=True):
         torch.testing.assert_close(got, ref, rtol=2e-6, atol=0)
     side = torch.cuda.Stream()

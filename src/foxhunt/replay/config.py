@@ -23,7 +23,3 @@ class ReplayConfig(StrictConfig):
     priority_eps: float = Field(default=1e-6, gt=0.0)
     state_dtype: Literal["float16", "float32"] = "float16"
     """Storage dtype of pos_state/next_pos_state; float16 keeps 1M transitions under 64 MB."""
-    draw_kernel: Literal["auto", "triton", "torch"] = "auto"
-    """How the prioritised draw runs: "triton" as two Triton kernels (`replay.draw_kernel`;
-    needs the replay on CUDA and Triton installed), "torch" as about a dozen torch ops (the
-    same indices); "auto" is "triton" where it can run, else "torch"."""

@@ -1,10 +1,10 @@
 """The prioritised draw (two-level inverse CDF and IS weights) in two Triton kernels.
 
-Written in torch (`draw_reference`, what `PrioritizedReplay` runs off CUDA), a draw is about a
+Written in torch (`draw_reference`, what `draw` runs where Triton does not), a draw is about a
 dozen kernels on CUDA: the block masses, their prefix sum, a search, a gather of each draw's
-block, its prefix sum, a second search, the minimum mass, the weights. An update's time on the
-H200 follows its kernel count more than its work (docs/benchmarks.md), so `draw_triton` does
-the same in two: one program per block sums its masses (float64) and takes its smallest
+block, its prefix sum, a second search, the minimum mass, the weights. An update's time on a GPU
+follows its kernel count more than its work (docs/benchmarks.md), so `draw` where Triton runs
+(`foxhunt.triton_support`) does the same in two: one program per block sums its masses (float64) and takes its smallest
 positive one; one program per draw then forms the block CDF, finds its block, forms that
 block's CDF, finds the transition and computes its IS weight.
 
@@ -20,13 +20,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:
-    HAS_TRITON = False
-else:
-    HAS_TRITON = True
+from foxhunt.triton_support import HAS_TRITON, tl, triton, triton_runs_on
 
 
 def draw_reference(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
@@ -51,30 +45,17 @@ def draw_reference(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
     return index, (mass[index] / min_mass).pow(-beta)
 
 
-def triton_draw_runs_on(device: torch.device) -> bool:
-    """Whether `draw_triton` can run on tensors of `device` (outside the interpreter)."""
-    return HAS_TRITON and device.type == "cuda"
-
-
-def draw(mass: Tensor, block: int, u01: Tensor, newest: Tensor, beta: Tensor,
-         use_triton: bool) -> tuple[Tensor, Tensor]:
-    """`draw_triton` when asked for, else `draw_reference`."""
-    if use_triton:
-        return draw_triton(mass, block, u01, newest, beta)
-    return draw_reference(mass, block, u01, newest, beta)
-
-
-def draw_triton(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
-                beta: Tensor) -> tuple[Tensor, Tensor]:
-    """`draw_reference` as two Triton kernels, on any device Triton can launch on (CUDA, or the
-    CPU under TRITON_INTERPRET=1)."""
-    if not HAS_TRITON:
-        raise RuntimeError("draw_triton needs triton; use draw")
+def draw(mass: Tensor, block: int, u01: Tensor, newest: Tensor,
+         beta: Tensor) -> tuple[Tensor, Tensor]:
+    """`draw_reference`, as two Triton kernels where `triton_runs_on` the masses' device. The
+    operands are checked on both paths, so a layout the kernels refuse fails on the CPU too."""
     if mass.dtype != torch.float32 or not mass.is_contiguous() or mass.numel() % block:
         raise ValueError(f"mass must be contiguous float32 of whole blocks of {block}, got "
                          f"{mass.dtype} of {mass.numel()}")
     if block & (block - 1):
         raise ValueError(f"block must be a power of two, got {block}")
+    if not triton_runs_on(mass.device):
+        return draw_reference(mass, block, u01, newest, beta)
     n_blocks, n_draws = mass.numel() // block, u01.numel()
     block_mass = torch.empty(n_blocks, dtype=torch.float64, device=mass.device)
     block_min = torch.empty(n_blocks, dtype=torch.float32, device=mass.device)

@@ -43,7 +43,7 @@ from torch import Tensor
 
 from foxhunt.errors import ConfigError
 from foxhunt.replay.config import ReplayConfig
-from foxhunt.replay.draw_kernel import draw, triton_draw_runs_on
+from foxhunt.replay.draw_kernel import draw
 
 _STATE_DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
@@ -88,14 +88,6 @@ class PrioritizedReplay:
         self.config, self.slots = config, slots
         self.n_envs, self.pos_dim, self.n_branches = n_envs, pos_dim, n_branches
         self.device, self.generator = torch.device(device), generator
-        triton_ok = triton_draw_runs_on(self.device)
-        if config.draw_kernel == "triton" and not triton_ok:
-            raise ConfigError(
-                f"replay.draw_kernel = 'triton' needs the replay on CUDA with triton installed "
-                f"(here: {self.device.type}); use 'auto' or 'torch'"
-            )
-        self._triton_draw = config.draw_kernel == "triton" or (
-            config.draw_kernel == "auto" and triton_ok)
         n, dev = config.n_step, self.device
         state_dtype = _STATE_DTYPES[config.state_dtype]
 
@@ -230,9 +222,9 @@ class PrioritizedReplay:
         """(flat indices, IS weights) for uniforms in [0, 1): the first i whose cumulative mass
         exceeds u * total, found block by block (see the module docstring), and
         (N P(i))^-beta / max_j (N P(j))^-beta = (p_i^alpha / min_j p_j^alpha)^-beta over the
-        written slots (`draw_kernel`: two Triton kernels, or torch; see `ReplayConfig`)."""
+        written slots (`draw_kernel.draw`: two Triton kernels where Triton runs, else torch)."""
         newest = self.size * self.n_envs - 1
-        return draw(self.priority_alpha, self.block, u01, newest, self.beta(), self._triton_draw)
+        return draw(self.priority_alpha, self.block, u01, newest, self.beta())
 
     def lookup(self, index: Tensor, weight: Tensor | None = None) -> ReplayBatch:
         """The n-step batch for given flat indices (what sample() returns after drawing them).

@@ -2,9 +2,10 @@
 
 Acting turns the head outputs into greedy actions on every environment step. Written in torch,
 inductor splits that into two reduction kernels (the mean over actions, then the softmax and
-expectation over atoms) plus an argmax kernel; `greedy_c51` on CUDA is one Triton kernel that
-reads each row's advantages once and writes Q and the actions. `greedy_c51_reference` is the same
-computation in torch, used on CPU and without Triton, and defines what the kernel must return.
+expectation over atoms) plus an argmax kernel; `greedy_c51` where Triton runs
+(`foxhunt.triton_support`) is one Triton kernel that reads each row's advantages once and writes
+Q and the actions. `greedy_c51_reference` is the same computation in torch, used elsewhere, and
+defines what the kernel must return.
 
 Both compute in float32 whatever the input dtype. The kernel reads strided views in place (only
 the atom axis must be contiguous), allocates nothing but its outputs and never syncs with the
@@ -17,13 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:
-    HAS_TRITON = False
-else:
-    HAS_TRITON = True
+from foxhunt.triton_support import HAS_TRITON, tl, triton, triton_runs_on
 
 TILE = 2048
 """Elements of one program's padded [rows, atoms] tile per action: 16 float32 per thread at
@@ -61,17 +56,10 @@ def greedy_c51_reference(
 
 
 def greedy_c51(value: Tensor | None, adv: Tensor, support: Tensor) -> tuple[Tensor, Tensor]:
-    """`greedy_c51_reference`, as one Triton kernel when `adv` is on CUDA and Triton imports."""
-    if HAS_TRITON and adv.is_cuda:
-        return greedy_c51_triton(value, adv, support)
-    return greedy_c51_reference(value, adv, support)
-
-
-def greedy_c51_triton(value: Tensor | None, adv: Tensor, support: Tensor) -> tuple[Tensor, Tensor]:
-    """The Triton kernel on any device Triton can launch on (CUDA, or CPU under
-    TRITON_INTERPRET=1). Copies an input only if its atom axis is not contiguous."""
-    if not HAS_TRITON:
-        raise RuntimeError("greedy_c51_triton needs triton; use greedy_c51")
+    """`greedy_c51_reference`, as one Triton kernel where `triton_runs_on` `adv`'s device. The
+    kernel copies an input only if its atom axis is not contiguous."""
+    if not triton_runs_on(adv.device):
+        return greedy_c51_reference(value, adv, support)
     _check(value, adv, support)
     for name, t in (("value", value), ("support", support)):
         if t is not None and t.device != adv.device:

@@ -5,7 +5,8 @@ For each sample and branch the taken action's logits are V + A(a) - mean_a' A(a'
 log-probabilities their log-softmax over atoms, and its loss the cross-entropy against the
 projected target; the sample's loss is the mean over branches. Written in torch (the network's
 log-softmax over every action, then the taken rows), inductor turns that and its gradient into
-about ten kernels on the update's critical path; `c51_taken_loss` on CUDA is one kernel each way.
+about ten kernels on the update's critical path; `c51_taken_loss` where Triton runs
+(`foxhunt.triton_support`) is one kernel each way.
 The backward needs no saved softmax: it recomputes the taken rows from the streams and writes
 
     dL/dlogits = g (p * sum_k t_k - t),   dV = sum over branches,
@@ -24,13 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError:
-    HAS_TRITON = False
-else:
-    HAS_TRITON = True
+from foxhunt.triton_support import HAS_TRITON, tl, triton, triton_runs_on
 
 
 def _check(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, support: Tensor) -> None:
@@ -59,27 +54,12 @@ def c51_taken_loss_reference(value: Tensor, adv: Tensor, action: Tensor, target:
     return loss, q, target_q
 
 
-def triton_loss_runs_on(device: torch.device) -> bool:
-    """Whether `c51_taken_loss_triton` can run on tensors of `device` (outside the
-    interpreter)."""
-    return HAS_TRITON and device.type == "cuda"
-
-
-def c51_taken_loss(value: Tensor, adv: Tensor, action: Tensor, target: Tensor, support: Tensor,
-                   use_triton: bool = True) -> tuple[Tensor, Tensor, Tensor]:
-    """`c51_taken_loss_reference`, as the Triton kernels when the streams are on CUDA, Triton
-    imports and `use_triton`."""
-    if use_triton and triton_loss_runs_on(adv.device):
-        return c51_taken_loss_triton(value, adv, action, target, support)
-    return c51_taken_loss_reference(value, adv, action, target, support)
-
-
-def c51_taken_loss_triton(value: Tensor, adv: Tensor, action: Tensor, target: Tensor,
-                          support: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The kernels on any device Triton can launch on (CUDA, or the CPU under
-    TRITON_INTERPRET=1), differentiable in value and adv."""
-    if not HAS_TRITON:
-        raise RuntimeError("c51_taken_loss_triton needs triton; use c51_taken_loss")
+def c51_taken_loss(value: Tensor, adv: Tensor, action: Tensor, target: Tensor,
+                   support: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """`c51_taken_loss_reference`, as the Triton kernels (differentiable in value and adv) where
+    `triton_runs_on` the streams' device."""
+    if not triton_runs_on(adv.device):
+        return c51_taken_loss_reference(value, adv, action, target, support)
     _check(value, adv, action, target, support)
     # The streams are read in place (the heads' outputs are views into padded rows); only the
     # atom axis must be contiguous.
