@@ -5,14 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from foxhunt.agents.dqn import (
-    AgentConfig,
-    BranchingQNetwork,
-    describe_layout_diff,
-    layout_description,
-    layout_fingerprint,
-    polyak_update,
-)
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
+from foxhunt.agents.dqn.layout import describe_layout_diff, layout_description, layout_fingerprint
+from foxhunt.agents.dqn.target import polyak_update
 
 
 def pair(**kw):

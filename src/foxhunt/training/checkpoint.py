@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from foxhunt import __version__
-from foxhunt.agents.dqn import describe_layout_diff, layout_description, layout_fingerprint
+from foxhunt.agents.dqn.layout import describe_layout_diff, layout_description, layout_fingerprint
 from foxhunt.errors import CheckpointError
 
 FORMAT = "foxhunt-checkpoint/1"

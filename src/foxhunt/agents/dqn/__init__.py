@@ -10,14 +10,8 @@ from foxhunt.agents.dqn.network import (
 )
 from foxhunt.agents.dqn.noisy import NoisyLinear
 from foxhunt.agents.dqn.projection import project_distribution
+from foxhunt.agents.dqn.target import PolyakUpdate, polyak_update
 from foxhunt.agents.dqn.update import UpdateBatch, UpdateResult, reference_update
-from foxhunt.agents.dqn.target import (
-    PolyakUpdate,
-    describe_layout_diff,
-    layout_description,
-    layout_fingerprint,
-    polyak_update,
-)
 
 __all__ = [
     "LAYOUT_FIELDS",
@@ -31,10 +25,7 @@ __all__ = [
     "UpdateBatch",
     "UpdateResult",
     "VariableSelection",
-    "describe_layout_diff",
     "direction_loss",
-    "layout_description",
-    "layout_fingerprint",
     "polyak_update",
     "project_distribution",
     "quantile_huber",
