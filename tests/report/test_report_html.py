@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from foxhunt.report import ReportDataError, render_report, write_report
+from foxhunt.report.charts import MAX_TRADE_MARKERS, _direction_from_trades
 from foxhunt.report.data import normalise
 from foxhunt.report.decimate import decimate, rolling_shares, time_segments
 from foxhunt.report.format import fmt_integer, fmt_metric, fmt_number, fmt_percent, label
-from foxhunt.report.html import MAX_TRADE_MARKERS, _direction_from_trades
 
 from .builders import minimal, minute_ts, report
 

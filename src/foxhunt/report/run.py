@@ -8,11 +8,17 @@ shows exactly what the walk-forward protocol produced.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from foxhunt.backtest import BacktestResult, checkpoint_policy, parse_strategy, report_series, run_backtest
+from foxhunt.backtest import (
+    BacktestResult,
+    checkpoint_policy,
+    parse_strategy,
+    report_series,
+    run_backtest,
+)
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.errors import FoxhuntError
@@ -73,7 +79,7 @@ def run_report_data(run_dir: Path, per_fold: list[list[BacktestResult]]) -> dict
         metrics += [{"policy": r.name, "window": name, **r.metrics} for r in results]
     return {
         "title": f"{source['symbol']} {source['bars']} walk-forward: {Path(run_dir).name}",
-        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "symbol": source["symbol"],
         "bars": source["bars"],
         "folds": [{k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines")}
