@@ -6,14 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt.backtest import (
-    ActionReplay,
-    Backtester,
-    Job,
-    RandomActions,
-    StepLoop,
-    checkpoint_policy,
-)
+from foxhunt.backtest import Backtester, Job, checkpoint_policy
+from foxhunt.backtest.engine import StepLoop
+from foxhunt.backtest.strategies import ActionReplay, RandomActions
 from foxhunt.env import TradingVecEnv
 
 from .builders import instrument, synth, write_checkpoint

@@ -5,15 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foxhunt.backtest import (
-    BuyAndHold,
-    Flat,
-    RandomActions,
-    SmaCross,
-    parse_strategy,
-    run_backtest,
-)
+from foxhunt.backtest import BuyAndHold, Flat, SmaCross, parse_strategy, run_backtest
 from foxhunt.backtest.peer import backtesting_available, sma_cross_trades
+from foxhunt.backtest.strategies import RandomActions
 from foxhunt.env import EnvConfig
 from foxhunt.errors import ConfigError
 

@@ -6,15 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt.backtest import (
-    Backtester,
-    CheckpointPolicy,
-    Flat,
-    Job,
-    RandomActions,
-    checkpoint_policy,
-    run_backtest,
-)
+from foxhunt.backtest import Backtester, Flat, Job, checkpoint_policy, run_backtest
+from foxhunt.backtest.strategies import CheckpointPolicy, RandomActions
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features import FeatureConfig, FeaturePipeline

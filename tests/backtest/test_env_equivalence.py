@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt.backtest import ActionReplay, Backtester, Job, RandomActions, run_backtest
+from foxhunt.backtest import Backtester, Job, run_backtest
+from foxhunt.backtest.strategies import ActionReplay, RandomActions
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 
 from .builders import instrument, random_table, synth

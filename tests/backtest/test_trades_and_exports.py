@@ -8,18 +8,17 @@ import numpy as np
 import pytest
 
 from foxhunt.backtest import (
-    RandomActions,
     SmaCross,
-    bars_table,
     extract_trades,
     read_table,
     report_series,
     run_backtest,
-    trades_table,
     write_bars,
     write_table,
     write_trades,
 )
+from foxhunt.backtest.results import bars_table, trades_table
+from foxhunt.backtest.strategies import RandomActions
 from foxhunt.env import EnvConfig
 from foxhunt.errors import ConfigError
 from foxhunt.report import normalise

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.replay import PrioritizedReplay, ReplayBatch, ReplayConfig
+from foxhunt.replay import PrioritizedReplay, ReplayConfig
+from foxhunt.replay.prioritized import ReplayBatch
 
 pytestmark = [
     pytest.mark.gpu,
