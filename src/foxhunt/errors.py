@@ -16,7 +16,8 @@ class DataError(FoxhuntError):
 
 
 class ValidationError(DataError):
-    """A data row breaks a domain rule (SPEC §2); the message names the row and the rule."""
+    """A data row breaks a domain rule (docs/domain.md#bars-and-import-checks); the message
+    names the row and the rule."""
 
     def __init__(self, rule: str, row: int | None = None, source: str | None = None, detail: str = ""):
         self.rule, self.row, self.source = rule, row, source

@@ -1,4 +1,5 @@
-"""Causality (SPEC §2): the feature row for bar t depends on bars <= t only, bit for bit.
+"""Causality (docs/domain.md#features): the feature row for bar t depends on bars <= t only, bit
+for bit.
 
 Every column and every normalisation mode is checked by changing bars from some row j on and
 asserting that rows < j keep the exact same float32 bytes. Chunk and block sizes are shrunk so
@@ -8,12 +9,13 @@ that the short series cross many chunk boundaries of every kernel.
 from __future__ import annotations
 
 import numpy as np
-from .feature_bars import FIELDS, perturb, random_bars, small_chunks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foxhunt.data.instruments import Session
 from foxhunt.features import FeatureConfig, FeaturePipeline, Normaliser
+
+from .feature_bars import FIELDS, perturb, random_bars, small_chunks
 
 CFG = FeatureConfig(
     returns_lags=[1, 3],

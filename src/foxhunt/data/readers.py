@@ -6,9 +6,9 @@ The format comes from the suffix: ``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``, 
 columns has them joined. Rows are never reordered or dropped, so an error's row number is the
 file's 1-based data row (header excluded).
 
-Bar timestamps are close times (SPEC §2). Files stamped with the bar's open time are read with
-``ts_is_open=True``, which adds one bar spacing: the declared ``spec`` or, failing that, the one
-``infer_bar_spec`` finds.
+Bar timestamps are close times (docs/domain.md#time). Files stamped with the bar's open time
+are read with ``ts_is_open=True``, which adds one bar spacing: the declared ``spec`` or, failing
+that, the one ``infer_bar_spec`` finds.
 
 DBN: OHLCV records carry the bar's open time in ``ts_event``; they always get the schema's
 interval added (ohlcv-1m: +60 s), whatever ``ts_is_open`` says. Trades use ``ts_recv``, the

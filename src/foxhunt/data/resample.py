@@ -1,6 +1,6 @@
 """Ticks -> bars (time, tick, volume and dollar bars), vectorised over ticks with numpy.
 
-Every bar's ``ts`` is its close time (SPEC §2):
+Every bar's ``ts`` is its close time (docs/domain.md#time):
 
 - time bars: ticks fall in bucket ``floor((ts - session_anchor_ns) / size)``; the bar is stamped
   with the bucket's end. A bucket with no trades makes no bar: a bar without trades has no

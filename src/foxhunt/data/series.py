@@ -1,7 +1,7 @@
 """Column containers for bars and ticks, and the bar-series spec (`1min`, `ticks:500`, ...).
 
-Timestamps are int64 nanoseconds UTC; a bar's `ts` is its close time (SPEC §2). Columns are
-numpy arrays so the hot path never goes through pandas.
+Timestamps are int64 nanoseconds UTC; a bar's `ts` is its close time (docs/domain.md#time).
+Columns are numpy arrays so the hot path never goes through pandas.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Turn whatever a data file calls time into int64 nanoseconds UTC (SPEC §2).
+"""Turn whatever a data file calls time into int64 nanoseconds UTC (docs/domain.md#time).
 
 Row numbers in errors are 1-based data rows, header excluded: element ``i`` is row ``i + 1``.
 

@@ -1,4 +1,5 @@
-"""Import checks for bars and ticks (SPEC §2): a bad file is refused before anything is written.
+"""Import checks for bars and ticks (docs/domain.md#bars-and-import-checks): a bad file is
+refused before anything is written.
 
 Each rule is one vectorised mask; the error names the first offending row (1-based data row,
 header excluded, as in the file) and, when several rules break on that row, the first rule in

@@ -1,4 +1,5 @@
-"""Factored actions (SPEC §2): 3 branches x 3 choices, index 0 of each the safe default.
+"""Factored actions (docs/domain.md#actions): 3 branches x 3 choices, index 0 of each the safe
+default.
 
 Branch 0 direction {flat, long, short}; branch 1 size {size_fractions} of max_contracts;
 branch 2 trailing stop {off, tight, wide}. Action (0, 0, 0) is flat. Flat ignores size and stop.

@@ -4,7 +4,7 @@ The training env, the backtester and the paper broker all fill through these fun
 backtest pays exactly what the env charged. Every function is elementwise on tensors of any
 shape (float64 prices and contracts), with no host synchronisation.
 
-Rules (SPEC §2):
+Rules (docs/domain.md#fills-and-costs):
 - A market order decided at the close of bar t fills at the open of bar t+1, `slippage_ticks`
   against the trader. Fractional slippage rounds up to whole ticks (against the trader).
 - A trailing stop triggers inside a bar when the low (long) or high (short) touches it and fills

@@ -1,4 +1,5 @@
-"""Thousands of trading episodes stepped in lock-step as tensor ops (SPEC §3).
+"""Thousands of trading episodes stepped in lock-step as tensor ops (the rules they follow:
+docs/domain.md#fills-and-costs, #rewards and #episodes).
 
 State lives in preallocated device tensors, one element per env. `step` and `reset` use fixed
 shapes and `torch.where` only (no `.item()`, no boolean-mask indexing, no Python branch on a

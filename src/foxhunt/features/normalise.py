@@ -1,8 +1,8 @@
 """Feature normalisation: a z-score fitted on a training window, or a causal rolling z-score.
 
-Walk-forward (SPEC §3) fits a `Normaliser` on a fold's training rows only and re-applies the
-same frozen statistics to its validation and test rows; `to_dict`/`from_dict` let a checkpoint
-carry them. Without a training window, `rolling_zscore` scales each row by statistics of the
+Walk-forward (docs/domain.md#walk-forward-folds) fits a `Normaliser` on a fold's training rows
+only and re-applies the same frozen statistics to its validation and test rows;
+`to_dict`/`from_dict` let a checkpoint carry them. Without a training window, `rolling_zscore` scales each row by statistics of the
 `window` rows ending at it, which is causal by construction.
 
 Columns marked `fixed` (bounded clock features) pass through unchanged: rescaling a phase by a

@@ -1,4 +1,4 @@
-"""Causal bar features in named groups (SPEC §2 Features) and their normalisation (SPEC §3).
+"""Causal bar features in named groups and their normalisation (docs/domain.md#features).
 
 The feature row for bar t is a function of bars[0..t] only: every kernel reads rows <= t, and
 nothing is computed over the whole array except bounds used for checks. Groups are laid out in
