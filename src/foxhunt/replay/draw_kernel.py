@@ -3,10 +3,10 @@
 Written in torch (`draw_reference`, what `draw` runs where Triton does not), a draw is about a
 dozen kernels on CUDA: the block masses, their prefix sum, a search, a gather of each draw's
 block, its prefix sum, a second search, the minimum mass, the weights. An update's time on a GPU
-follows its kernel count more than its work (docs/benchmarks.md), so `draw` where Triton runs
-(`foxhunt.triton_support`) does the same in two: one program per block sums its masses (float64) and takes its smallest
-positive one; one program per draw then forms the block CDF, finds its block, forms that
-block's CDF, finds the transition and computes its IS weight.
+follows its kernel count more than its work (docs/benchmarks-archive.md), so `draw` where
+Triton runs (`foxhunt.triton_support`) does the same in two: one program per block sums its
+masses (float64) and takes its smallest positive one; one program per draw then forms the block
+CDF, finds its block, forms that block's CDF, finds the transition and computes its IS weight.
 
 Both return the same indices for the same uniforms (the float64 sums may differ in their last
 bits, which moves a draw only if it falls within that distance of a boundary) and the same
