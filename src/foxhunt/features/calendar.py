@@ -21,11 +21,6 @@ NS_PER_DAY = S_PER_DAY * NS_PER_S
 MIN_PER_DAY = 1440.0
 MIN_PER_WEEK = 7 * 1440
 
-CALENDAR_FEATURES = (
-    "tod_sin", "tod_cos", "dow_sin", "dow_cos", "session_elapsed", "session_to_close",
-)
-
-
 def _offset_s(zone: ZoneInfo, sec: int) -> int:
     off = datetime.fromtimestamp(sec, zone).utcoffset()
     return int(off.total_seconds()) if off is not None else 0

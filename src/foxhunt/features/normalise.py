@@ -2,8 +2,9 @@
 
 Walk-forward (docs/domain.md#walk-forward-folds) fits a `Normaliser` on a fold's training rows
 only and re-applies the same frozen statistics to its validation and test rows;
-`to_dict`/`from_dict` let a checkpoint carry them. Without a training window, `rolling_zscore` scales each row by statistics of the
-`window` rows ending at it, which is causal by construction.
+`to_dict`/`from_dict` let a checkpoint carry them. Without a training window, `rolling_zscore`
+scales each row by statistics of the `window` rows ending at it, which is causal by
+construction.
 
 Columns marked `fixed` (bounded clock features) pass through unchanged: rescaling a phase by a
 window's mean would make the same clock time map to different values.
