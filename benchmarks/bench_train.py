@@ -2,7 +2,7 @@
 
 Everything foxhunt-side goes through `foxhunt.training.learner.Learner`, so the numbers are those
 of the trainer's own code path (eager on the CPU; `CapturedStep` CUDA graphs on CUDA when
-`train.cuda_graphs` is on):
+`[train.performance] cuda_graphs` is on):
 
 1. update: one Rainbow update (PER sample from the replay, n-step targets, C51 loss on online
    and target nets, backward, clip, Adam, priority write-back, Polyak) at batch 512, hidden 512,
@@ -31,19 +31,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import torch
-
-from foxhunt.agents.dqn import AgentConfig
-from foxhunt.data.instruments import InstrumentRegistry
-from foxhunt.data.synth import SynthConfig, generate
-from foxhunt.devices import float32_matmul_precision
-from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
-from foxhunt.features import FeatureConfig, FeaturePipeline
-from foxhunt.replay import ReplayConfig
-from foxhunt.training.config import TrainConfig, TrainingSpec
-from foxhunt.training.graphs import CapturedStep
-from foxhunt.training.learner import Learner
-from foxhunt.training.walkforward import Window
-
 from _common import (
     emit,
     kernel_profile,
@@ -54,6 +41,18 @@ from _common import (
     time_block,
     time_steps,
 )
+
+from foxhunt.agents.dqn import AgentConfig
+from foxhunt.data.instruments import InstrumentRegistry
+from foxhunt.data.synth import SynthConfig, generate
+from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
+from foxhunt.features import FeatureConfig, FeaturePipeline
+from foxhunt.replay import ReplayConfig
+from foxhunt.training import hotpath
+from foxhunt.training.config import PerformanceConfig, TrainConfig, TrainingSpec
+from foxhunt.training.graphs import CapturedStep
+from foxhunt.training.learner import Learner
+from foxhunt.training.walkforward import Window
 
 TARGETS = {
     "update_median_ms_max": 0.25,
@@ -115,20 +114,15 @@ PLANS = {
 
 @dataclass(frozen=True)
 class Mode:
-    """How the Learner runs its steps (`train.cuda_graphs`, `train.compile`, `train.autocast`)."""
+    """How the Learner runs its steps (`[train.performance]`)."""
 
     name: str
     cuda_graphs: bool
     compile: bool = False
     autocast: str = "off"
-    compile_options: tuple[tuple[str, object], ...] | None = None  # None: the trainer's default
     side_streams: bool = True
     collect_steps_per_graph: int | None = None  # None: the trainer's default
     updates_per_graph: int | None = None  # None: the trainer's default
-    side_streams_first: bool = False  # train.side_streams_first
-    twin_target_pass: bool = False  # train.twin_target_pass
-    draw_kernel: str = "auto"  # replay.draw_kernel
-    c51_loss: str = "auto"  # agent.c51_loss
 
 
 DEFAULT_MODE = "compiled_bf16"  # the trainer's defaults on CUDA: graphs, compile, bf16 autocast
@@ -147,40 +141,29 @@ def modes(device: torch.device, plain_only: bool) -> list[Mode]:
 
 
 ON_REQUEST = [replace(DEFAULTS, name="one_stream", side_streams=False),
-              replace(DEFAULTS, name="torch_draw", draw_kernel="torch"),
-              replace(DEFAULTS, name="plain_c51", c51_loss="plain"),
-              replace(DEFAULTS, name="no_triton_cuts", draw_kernel="torch", c51_loss="plain"),
               replace(DEFAULTS, name="single_updates", updates_per_graph=1),
-              replace(DEFAULTS, name="side_first", side_streams_first=True),
-              replace(DEFAULTS, name="twin_pass", twin_target_pass=True)]
-"""CUDA modes timed only when --modes names them: the defaults without side streams; the
-defaults with the prioritised draw in torch instead of two Triton kernels
-(`replay.draw_kernel`), with C51's plain loss instead of one Triton kernel each way
-(`agent.c51_loss`), and with both; the defaults with one update per CUDA graph
-(`train.updates_per_graph`, 4 by default); the defaults with the side streams at high priority
-(`train.side_streams_first`); the defaults with the online and target passes at s' as one
-(`train.twin_target_pass`)."""
+              replace(DEFAULTS, name="single_collect", collect_steps_per_graph=1),
+              replace(DEFAULTS, name="tf32", autocast="tf32")]
+"""CUDA modes timed only when --modes names them, each the defaults with one performance
+setting at its alternative: without side streams; one update per CUDA graph; one collect step
+per CUDA graph; float32 passes with TF32 matmuls instead of bf16 autocast."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
-    options: dict = {} if mode.compile_options is None else {
-        "compile_options": dict(mode.compile_options)}
+    options: dict = {}
     if mode.collect_steps_per_graph is not None:
         options["collect_steps_per_graph"] = mode.collect_steps_per_graph
     if mode.updates_per_graph is not None:
         options["updates_per_graph"] = mode.updates_per_graph
     return TrainingSpec(
         env=EnvConfig(window=sizes.window, episode_len=sizes.episode_len),
-        agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches,
-                          c51_loss=mode.c51_loss),
-        replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step,
-                            draw_kernel=mode.draw_kernel),
+        agent=AgentConfig(hidden=sizes.hidden, atoms=sizes.atoms, branches=sizes.branches),
+        replay=ReplayConfig(capacity=sizes.replay_capacity, n_step=sizes.n_step),
         train=TrainConfig(batch_size=sizes.batch_size, n_envs=sizes.n_envs, device=device.type,
-                          cuda_graphs=mode.cuda_graphs, compile=mode.compile,
-                          autocast=mode.autocast, side_streams=mode.side_streams,
-                          side_streams_first=mode.side_streams_first,
-                          twin_target_pass=mode.twin_target_pass, seed=SEED,
-                          **options),
+                          seed=SEED, performance=PerformanceConfig(
+                              cuda_graphs=mode.cuda_graphs, compile=mode.compile,
+                              autocast=mode.autocast, side_streams=mode.side_streams,
+                              **options)),
     )
 
 
@@ -253,7 +236,7 @@ def collect_met(c: dict) -> bool:
 def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
     """Per update. With `train.updates_per_graph` k > 1 each timed call is a k-update block,
     and its times and kernel counts are divided by k (as `measure_collect` does)."""
-    k = learner.spec.train.updates_per_graph if learner.update_block.enabled else 1
+    k = learner.fast.update_block
     step = learner.update_block if k > 1 else learner.update
     # CapturedStep captures on its 4th call: the warm-up must cover it.
     warmup = plan.warmup if k == 1 else max(4, plan.warmup // k)
@@ -287,7 +270,7 @@ def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
     """Per env step. With `train.collect_steps_per_graph` k > 1 each timed call is a k-step
     block, its times and kernel counts are divided by k, and the one-step graph is measured
     too (`single_step`), for the comparison."""
-    k = learner.spec.train.collect_steps_per_graph if learner.collect_block.enabled else 1
+    k = learner.fast.collect_block
     if k == 1:
         return collect_figures(learner.collect, 1, learner, plan, device)
     out = collect_figures(learner.collect_block, k, learner, plan, device)
@@ -429,7 +412,7 @@ def measure_mode(
     facts = {"obs_dim": learner.env.obs_dim,
              "replay": {"capacity": learner.replay.capacity, "slots": learner.replay.slots,
                         "nbytes": learner.replay.nbytes()}}
-    with float32_matmul_precision(learner.spec.train.matmul_precision):  # as run_updates does
+    with learner.fast.precision():  # as run_updates does
         log(f"{mode.name}: {plan.update_iters} updates")
         update = attempt(f"{mode.name} update", measure_update, learner, plan, device)
         if "error" not in update:
@@ -450,7 +433,7 @@ def measure_breakdown(mode: Mode, sizes: Sizes, setup: MarketSetup, device: torc
     uncaptured = replace(mode, cuda_graphs=False)
     log(f"breakdown: {mode.name} without CUDA graphs, {PROFILE_ITERS} profiled updates")
     learner = new_learner(sizes, setup, device, uncaptured)
-    with float32_matmul_precision(learner.spec.train.matmul_precision):
+    with learner.fast.precision():
         for _ in range(3):  # compile and warm up
             learner.update()
         pieces = range_profile(learner.update, PROFILE_ITERS, device)
@@ -491,9 +474,9 @@ def run(args: argparse.Namespace) -> dict:
                              f"{', '.join(m.name for m in known)} on {device.type}")
         all_modes = [m for m in known if m.name in args.modes]
     if args.inductor:
-        options = tuple((key, json.loads(value)) for key, _, value in
-                        (option.partition("=") for option in args.inductor if option != "none"))
-        all_modes = [replace(m, compile_options=options) if m.compile else m for m in all_modes]
+        hotpath.INDUCTOR_OPTIONS = {
+            key: json.loads(value) for key, _, value in
+            (option.partition("=") for option in args.inductor if option != "none")}
     if args.collect_block:
         all_modes = [replace(m, collect_steps_per_graph=args.collect_block) if m.cuda_graphs
                      else m for m in all_modes]
@@ -566,9 +549,7 @@ def run(args: argparse.Namespace) -> dict:
         "mode": size_name,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
                    "start_window": [setup.window.start, setup.window.stop],
-                   "compile_options": training_spec(
-                       sizes, device, next(m for m in all_modes if m.name == main_mode)
-                   ).train.compile_options,
+                   "inductor_options": hotpath.INDUCTOR_OPTIONS,
                    "plan": asdict(plan)},
         "update": update,
         "collect": collect,
@@ -588,16 +569,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", nargs="+", metavar="MODE",
                         help="time only these modes (eager, graphed, compiled, compiled_bf16; "
                         "on CUDA also one_stream: the defaults without side streams; "
-                        "torch_draw, plain_c51, no_triton_cuts: the defaults with "
-                        "replay.draw_kernel = torch, agent.c51_loss = plain, both; "
-                        "single_updates: the defaults with train.updates_per_graph = 1; "
-                        "side_first: the defaults with train.side_streams_first; "
-                        "twin_pass: the defaults with train.twin_target_pass)")
+                        "single_updates, single_collect: the defaults with one update or one "
+                        "collect step per CUDA graph; tf32: the defaults with autocast = tf32)")
     parser.add_argument("--collect-block", type=int, metavar="K",
-                        help="train.collect_steps_per_graph for the graphed modes (default: "
+                        help="[train.performance] collect_steps_per_graph for the graphed modes (default: "
                         "the trainer's)")
     parser.add_argument("--update-block", type=int, metavar="K",
-                        help="train.updates_per_graph for the graphed modes (default: the "
+                        help="[train.performance] updates_per_graph for the graphed modes (default: the "
                         "trainer's)")
     parser.add_argument("--timeline", action="store_true",
                         help="CUDA: also record one update's and one collect step's kernel "
@@ -605,8 +583,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--breakdown", action="store_true",
                         help="also profile the headline mode's update piece by piece")
     parser.add_argument("--inductor", action="append", default=[], metavar="KEY=JSON",
-                        help="train.compile_options for the compiled modes instead of the "
-                        "trainer's default, e.g. combo_kernels=false; 'none' for {}")
+                        help="inductor options for the compiled modes instead of the "
+                        "trainer's (hotpath.INDUCTOR_OPTIONS), e.g. combo_kernels=false; "
+                        "'none' for {}")
     parser.add_argument("--update-iters", type=int, metavar="N", help="timed updates per mode")
     parser.add_argument("--collect-steps", type=int, metavar="N",
                         help="timed collect and env-only steps per mode")

@@ -180,3 +180,19 @@ def test_the_direction_head_reads_the_trunk_output(head):
     net = make(head=head)
     obs = torch.randn(6, OBS)
     torch.testing.assert_close(net(obs).aux_logits, net.aux_head(net.features(obs)))
+
+
+@pytest.mark.parametrize("noisy_trunk", [False, True])
+def test_the_parameters_state_the_model_and_only_the_working_copies_are_padded(noisy_trunk):
+    """The trunk's first layer reads exactly the observation's 12 columns; the working copy
+    that the training passes compute with has 16 (whole 16-byte bf16 rows), and its padding
+    columns are zero."""
+    net = make(noisy_trunk=noisy_trunk)
+    first = net.trunk[0]
+    weight = first.weight_mu if noisy_trunk else first.weight
+    assert weight.shape == (32, OBS)
+    obs = torch.randn(5, OBS)
+    plain = net(obs).log_probs
+    net.use_working_weights(torch.float32)
+    assert first.weight_work.shape == (32, 16) and not first.weight_work[:, OBS:].any()
+    torch.testing.assert_close(net(obs).log_probs, plain)

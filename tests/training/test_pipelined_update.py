@@ -92,7 +92,7 @@ def test_every_run_of_updates_starts_from_a_batch_drawn_after_the_collect_phase(
 def assert_working_weights_are_composed(net, rtol: float = 0.0):
     """Every noisy layer's working copy holds mu + sigma * eps_out eps_in^T of its current
     parameters and noise, every plain layer's (the trunk's, the direction head's) its weights,
-    in the copy's dtype, with zero padding rows: exactly, or within `rtol` (compiled code may
+    in the copy's dtype, with zero padding rows and columns: exactly, or within `rtol` (compiled code may
     round the product differently before the cast to bf16)."""
     layers = net.working_layers()
     assert WorkingLinear in {type(layer) for layer in layers}
@@ -105,8 +105,10 @@ def assert_working_weights_are_composed(net, rtol: float = 0.0):
         else:
             weight, bias = layer.weight, layer.bias
         work_w, work_b = layer.weight_work.detach(), layer.bias_work.detach()
+        cols = weight.shape[-1]
         assert not work_w[..., out:, :].any() and not work_b[..., out:].any()
-        for work, composed in ((work_w[..., :out, :], weight), (work_b[..., :out], bias)):
+        assert not work_w[..., cols:].any()  # the input's padding columns
+        for work, composed in ((work_w[..., :out, :cols], weight), (work_b[..., :out], bias)):
             if rtol:
                 torch.testing.assert_close(work.float(), composed, rtol=rtol, atol=1e-6)
             else:

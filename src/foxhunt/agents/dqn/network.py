@@ -231,11 +231,6 @@ class BranchingQNetwork(nn.Module):
             )
             in_dim = self.selection.out_dim
 
-        # The trunk's input is zero-padded to a multiple of ALIGN columns (1222 -> 1224 for 32 x
-        # 38 features + 6): aligned rows keep its matmuls on the fast tensor-core kernels. The
-        # padding columns are always 0, so their weights never change the output.
-        self.input_pad = -in_dim % ALIGN
-        in_dim += self.input_pad
         layers: list[nn.Module] = []
         for _ in range(c.trunk_layers):
             layers += [
@@ -244,6 +239,10 @@ class BranchingQNetwork(nn.Module):
                 nn.ReLU(),
             ]
             in_dim = c.hidden
+        # Working weights (the training passes' operands) pad the trunk's input to whole
+        # 16-byte rows (e.g. 1222 -> 1224 columns for 32 bars x 38 features + 6): aligned rows
+        # keep its matmuls on the fast tensor-core kernels.
+        layers[0].in_pad = -layers[0].in_features % ALIGN
         self.trunk = nn.Sequential(*layers)
         self.aux_head = WorkingLinear(c.hidden, 2)
 
@@ -268,10 +267,7 @@ class BranchingQNetwork(nn.Module):
 
     def features(self, obs: Tensor) -> Tensor:
         """Trunk output [B, hidden], shared by the Q heads and the direction head."""
-        x = obs if self.selection is None else self.selection(obs)
-        if self.input_pad:
-            x = F.pad(x, (0, self.input_pad))
-        return self.trunk(x)
+        return self.trunk(obs if self.selection is None else self.selection(obs))
 
     def sample_taus(self, batch: int, n: int, like: Tensor,
                     generator: torch.Generator | None = None) -> Tensor:

@@ -122,7 +122,9 @@ class WorkingWeights(ABC):
     dtype (see the module docstring).
 
     The layer has `out_features` outputs and `out_pad` zero rows past them in its matmul
-    operands. Once `enable_working` has run, training-mode forward passes read `weight_work`
+    operands, and `in_pad` zero columns past its inputs (the input is zero-padded to match:
+    tensor-core matmuls want rows of a multiple of 16 bytes). Padding lives in the working
+    copies only: the parameters keep the model's own shapes. Once `enable_working` has run, training-mode forward passes read `weight_work`
     [..., out + out_pad, in] and `bias_work` [..., out + out_pad] as they stand:
     `compose_working` must follow every change of the parameters (or the noise). Subclasses say
     what the operands are made of (`_composed`) and how the working copies' gradients map to
@@ -131,6 +133,7 @@ class WorkingWeights(ABC):
 
     out_features: int
     out_pad: int
+    in_pad: int = 0
     weight_work: Tensor | None
     bias_work: Tensor | None
 
@@ -159,7 +162,8 @@ class WorkingWeights(ABC):
         They take gradients when the parameters do."""
         mu = self._master_weight()
         rows = self.out_features + self.out_pad
-        self.weight_work = mu.new_zeros(*mu.shape[:-2], rows, mu.shape[-1], dtype=dtype)
+        self.weight_work = mu.new_zeros(*mu.shape[:-2], rows, mu.shape[-1] + self.in_pad,
+                                        dtype=dtype)
         self.bias_work = mu.new_zeros(*mu.shape[:-2], rows, dtype=dtype)
         self.compose_working()
         self.weight_work.requires_grad_(mu.requires_grad)
@@ -170,16 +174,17 @@ class WorkingWeights(ABC):
         """The working copies <- the operands as the parameters (and noise) now stand."""
         if self.weight_work is None:
             return
-        out = self.out_features
+        out, cols = self.out_features, self._master_weight().shape[-1]
         weight, bias = self._composed()
-        self.weight_work[..., :out, :].copy_(weight)
+        self.weight_work[..., :out, :cols].copy_(weight)
         self.bias_work[..., :out].copy_(bias)
 
     def master_grads(self) -> tuple[Tensor | None, ...]:
         """Gradients of `master_params()` (float32; None where the working copy has none) from
         the working copies', for the operands they were composed from."""
-        out = self.out_features
-        g_w = None if self.weight_work.grad is None else self.weight_work.grad[..., :out, :].float()
+        out, cols = self.out_features, self._master_weight().shape[-1]
+        g_w = (None if self.weight_work.grad is None
+               else self.weight_work.grad[..., :out, :cols].float())
         g_b = None if self.bias_work.grad is None else self.bias_work.grad[..., :out].float()
         return self._to_master_grads(g_w, g_b)
 
@@ -190,6 +195,10 @@ class WorkingWeights(ABC):
 
     def _uses_working(self: nn.Module) -> bool:
         return self.training and self.weight_work is not None
+
+    def _padded_input(self, x: Tensor) -> Tensor:
+        """x with the `in_pad` zero columns the working weight expects."""
+        return F.pad(x, (0, self.in_pad)) if self.in_pad else x
 
     def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> nn.Module:
         """As nn.Module's (`.to()`, `.cuda()`, `.double()`, ...), keeping the working copies
@@ -264,7 +273,9 @@ class WorkingLinear(WorkingWeights, nn.Linear):
         return self.weight, self.bias
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, *self.operands())
+        if self._uses_working():
+            return F.linear(self._padded_input(x), self.weight_work, self.bias_work)
+        return F.linear(x, self.weight, self.bias)
 
 
 class NoisyLinear(NoisyWeights, nn.Module):
@@ -305,7 +316,7 @@ class NoisyLinear(NoisyWeights, nn.Module):
         if not self.training:
             return F.linear(x, self.weight_mu, self.bias_mu)
         if self._uses_working():
-            return F.linear(x, self.weight_work, self.bias_work)
+            return F.linear(self._padded_input(x), self.weight_work, self.bias_work)
         weight = noisy_weight(self.weight_mu, self.weight_sigma, self.eps_out, self.eps_in)
         bias = torch.addcmul(self.bias_mu, self.bias_sigma, self.eps_out)
         return F.linear(x, weight, bias)
