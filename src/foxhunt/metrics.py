@@ -257,6 +257,54 @@ def probabilistic_sharpe(returns: np.ndarray, benchmark: float = 0.0) -> float |
     return psr(float(r.mean() / r.std(ddof=1)), r.size, skew, kurt, benchmark)
 
 
+@dataclass(frozen=True)
+class SharpeEstimate:
+    """A per-bar Sharpe ratio with what its sampling variance needs: the bar count and the
+    returns' skewness and (non-excess) kurtosis."""
+
+    sr: float
+    n: int
+    skew: float = 0.0
+    kurtosis: float = 3.0
+    exact: bool = False
+
+    @property
+    def variance(self) -> float:
+        """Variance of the estimate (Mertens 2002, as in `psr`); 0 where `exact` (all-zero
+        returns: a flat policy's Sharpe is 0 by construction, not by estimate)."""
+        if self.exact:
+            return 0.0
+        if self.n < 2:
+            return math.inf
+        var = 1.0 - self.skew * self.sr + (self.kurtosis - 1.0) / 4.0 * self.sr * self.sr
+        return max(var, 0.0) / (self.n - 1)
+
+
+def sharpe_estimate(returns: np.ndarray) -> SharpeEstimate | None:
+    """Per-bar Sharpe (ddof=1) with sample skewness and kurtosis; all-zero returns (a flat
+    policy) are exactly Sharpe 0 with no variance; None below two bars or for other constant
+    returns."""
+    r = _as_1d(returns)
+    if r.size < 2:
+        return None
+    if r.max() == r.min():
+        return SharpeEstimate(0.0, int(r.size), exact=True) if r[0] == 0.0 else None
+    d = r - r.mean()
+    m2 = float(np.mean(d * d))
+    return SharpeEstimate(float(r.mean() / r.std(ddof=1)), int(r.size),
+                          float(np.mean(d ** 3)) / m2 ** 1.5, float(np.mean(d ** 4)) / (m2 * m2))
+
+
+def sharpe_above_probability(a: SharpeEstimate, b: SharpeEstimate) -> float | None:
+    """P(true Sharpe of `a` > true Sharpe of `b`) for estimates from independent samples: the
+    difference over the root of the summed variances, as `psr` does against a fixed benchmark.
+    None where both variances are zero (two flat series)."""
+    var = a.variance + b.variance
+    if not var > 0:
+        return None
+    return norm_cdf((a.sr - b.sr) / math.sqrt(var))
+
+
 def expected_max_sharpe(n_trials: int, variance: float) -> float:
     """Expected maximum of `n_trials` zero-skill Sharpe ratios whose estimates have `variance`
     (Bailey & Lopez de Prado 2014, "The deflated Sharpe ratio", Euler-Mascheroni form)."""

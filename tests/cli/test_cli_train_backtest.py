@@ -50,6 +50,9 @@ def test_train_writes_a_run_and_prints_the_fold_table(trained):
     for fold in doc["folds"]:
         assert set(fold["test"]) >= {"sharpe", "return", "max_drawdown", "trades"}
         assert fold["windows"]["val"][1] <= fold["windows"]["test"][0]
+        assert fold["deployed"] in ("agent", "flat") and fold["verdict"].startswith(f"fold {fold['fold']}: ")
+        if fold["deployed"] == "flat":
+            assert fold["test"] == fold["baselines"]["flat"]
     source = json.loads((run_dir / "source.json").read_text())
     assert source["symbol"] == "SYN" and source["bars"] == "1min"
 
@@ -65,9 +68,18 @@ def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, traine
     for line in epochs:  # whole, not cut to the console's width
         assert all(f" {key} " in line for key in ("Sharpe", "loss", "flat", "exp", "train", "val"))
         assert line.endswith(" ms")
-    for column in ("fold", "val", "test"):
+    for column in ("fold", "val", "test", "psr", "deployed"):
         assert column in out.lower()
     assert out.count("\n") >= 4  # header and one row per fold
+    verdicts = [line for line in err.splitlines() if line.startswith("fold ") and ": " in line]
+    assert [v.split(":")[0] for v in verdicts] == ["fold 0", "fold 1"]  # one after each fold
+    assert all(v.split(": ", 1)[1].startswith(("deployed agent (val Sharpe", "no edge: flat (val Sharpe"))
+               for v in verdicts)
+    folds = json.loads((tmp_path / "run2" / "folds.json").read_text())
+    assert verdicts == [f["verdict"] for f in folds]
+    for f in folds:
+        shown = "agent" if f["deployed"] == "agent" else "no edge: flat"
+        assert any(line.startswith(f"│ {f['fold']} ") and shown in line for line in out.splitlines())
 
 
 def test_train_on_a_terminal_draws_one_progress_bar_over_all_epochs(capsys, trained, tmp_path,
@@ -83,6 +95,21 @@ def test_train_on_a_terminal_draws_one_progress_bar_over_all_epochs(capsys, trai
     assert code == 0, err
     assert "walk-forward" in err and "2/2" in err and "fold 1 epoch 0" in err
     assert "[1/2]" not in err  # the bar, not the log lines
+    assert "fold 0: " in err and "fold 1: " in err  # the verdicts, above the bar
+
+
+def test_an_episode_longer_than_the_training_window_is_clipped_with_one_notice(capsys, trained,
+                                                                                tmp_path):
+    cfg, _, _ = trained
+    long_episodes = tmp_path / "long.toml"
+    long_episodes.write_text(cfg.read_text().replace("episode_len = 32", "episode_len = 5000"))
+    code, _, err = run(capsys, "--config", str(long_episodes), "train", "SYN", "--bars", "1min",
+                       "--seed", "1", "--out", str(tmp_path / "run4"))
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and "[env] episode_len = 5000" in notes[0] and "clipped to" in notes[0]
+    used = json.loads((tmp_path / "run4" / "spec.json").read_text())["env"]["episode_len"]
+    assert f"clipped to {used};" in notes[0]
 
 
 def test_report_writes_one_offline_html_file(capsys, trained, tmp_path):

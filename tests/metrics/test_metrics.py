@@ -299,3 +299,24 @@ def test_legacy_helpers_keep_their_behaviour():
     assert sharpe(r, 252) == pytest.approx(r.mean() / r.std(ddof=1) * math.sqrt(252))
     assert sharpe(r) == pytest.approx(r.mean() / r.std(ddof=1))
     assert periods_per_year_from_ts(np.array([5])) == 1.0
+
+
+def test_sharpe_estimates_compare_two_samples():
+    """P(true Sharpe of a > of b): against an all-zero (flat) series it is a's PSR, swapping the
+    two gives the complement, and equal estimates give even odds."""
+    from foxhunt.metrics import sharpe_above_probability, sharpe_estimate
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(0.002, 0.01, 500) + 0.004 * rng.standard_exponential(500)
+    b = rng.normal(0.0, 0.012, 300)
+    ea, eb, flat = sharpe_estimate(a), sharpe_estimate(b), sharpe_estimate(np.zeros(300))
+    assert ea.n == 500 and ea.sr == pytest.approx(a.mean() / a.std(ddof=1))
+    assert flat.sr == 0.0 and flat.variance == 0.0
+    assert sharpe_above_probability(ea, flat) == pytest.approx(probabilistic_sharpe(a), rel=1e-12)
+    p = sharpe_above_probability(ea, eb)
+    assert 0.5 < p < 1 and sharpe_above_probability(eb, ea) == pytest.approx(1 - p)
+    assert sharpe_above_probability(ea, ea) == 0.5
+    se = math.sqrt(ea.variance + eb.variance)
+    assert p == pytest.approx(NormalDist().cdf((ea.sr - eb.sr) / se), rel=1e-12)
+    assert sharpe_above_probability(flat, flat) is None
+    assert sharpe_estimate(np.ones(5)) is None and sharpe_estimate(np.array([0.1])) is None

@@ -28,6 +28,12 @@ def read_lines(path):
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
+def deploying_always(spec):
+    """`spec` with the deploy rule off: every fold deploys its agent."""
+    return spec.model_copy(update={"walkforward": spec.walkforward.model_copy(
+        update={"deploy_min_psr": 0.0})})
+
+
 def test_run_directory_and_fold_table(market, tmp_path):
     seen = []
     result = make(market, tmp_path, on_epoch=seen.append).run()
@@ -37,8 +43,14 @@ def test_run_directory_and_fold_table(market, tmp_path):
         "fold0.pt", "fold0_last.pt", "fold1.pt", "fold1_last.pt"}
     lines = read_lines(tmp_path / "run.jsonl")
     assert [(x["fold"], x["epoch"]) for x in lines] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    for key in ("loss", "mean_q", "td_p99", "grad_norm", "action_mix", "flat", "val"):
+    for key in ("loss", "mean_q", "td_p99", "grad_norm", "action_mix", "flat", "val", "train_eval",
+                "gap", "gap_p"):
         assert key in lines[-1]
+    for line in lines:  # the same metrics on both windows, so that memorising shows as a gap
+        assert set(line["val"]) == set(line["train_eval"]) >= {"sharpe", "psr", "trades",
+                                                               "trade_rate", "flat", "bars"}
+        assert line["train_eval"]["bars"] == line["val"]["bars"]
+        assert line["gap"] == line["train_eval"]["sharpe"] - line["val"]["sharpe"]
     assert len(lines[-1]["action_mix"]) == 3 and abs(sum(lines[-1]["action_mix"][0]) - 1) < 1e-9
     timings = read_lines(tmp_path / "timings.jsonl")
     assert all(t["experience_ms"] > 0 and t["training_ms"] >= 0 and t["validation_ms"] > 0 for t in timings)
@@ -48,7 +60,14 @@ def test_run_directory_and_fold_table(market, tmp_path):
     assert [r["fold"] for r in table] == [0, 1]
     for row in table:
         assert set(row) >= {"val_sharpe", "test_sharpe", "test_return", "test_max_drawdown", "test_trades"}
-    assert json.loads((tmp_path / "folds.json").read_text())[1]["fold"] == 1
+    for row in table:
+        assert row["deployed"] in ("agent", "no edge: flat")
+    folds = json.loads((tmp_path / "folds.json").read_text())
+    assert folds[1]["fold"] == 1
+    for doc in folds:
+        assert doc["deployed"] in ("agent", "flat") and doc["reason"]
+        assert doc["verdict"].startswith(f"fold {doc['fold']}: ")
+        assert set(doc["train_eval"]) == set(doc["val"])
 
 
 def test_test_windows_follow_validation_windows(market, tmp_path):
@@ -61,25 +80,28 @@ def test_test_windows_follow_validation_windows(market, tmp_path):
 def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at_the_end(
         market, tmp_path):
     """Model selection sees validation only: the kept model is the epoch with the highest
-    validation Sharpe, and each fold's test window is rolled out once, after its last epoch
-    (then validation once more, for the kept model's row in the report)."""
+    validation Sharpe (validated beside the training slice every epoch, then once more for the
+    kept model's row and the deploy decision), and each fold's test window is rolled out once,
+    after that."""
     epochs = 4
-    trainer = make(market, tmp_path, tiny_spec(epochs=epochs))
+    trainer = make(market, tmp_path, deploying_always(tiny_spec(epochs=epochs)))
     calls, val_runs = [], []
-    evaluate = trainer.evaluate
+    evaluate = trainer.evaluate_windows
 
-    def watched(ctx, market_, window, chunks=None):
-        phase = {ctx.fold.val: "val", ctx.fold.test: "test"}[window]
-        calls.append((ctx.fold.index, phase))
-        result = evaluate(ctx, market_, window, chunks)
-        if phase == "val":
+    def watched(ctx, market_, windows, chunks=None):
+        names = {ctx.fold.val: "val", ctx.fold.test: "test", trainer.train_slice(ctx.fold): "train"}
+        phases = tuple(names[w] for w in windows)
+        calls.append((ctx.fold.index, phases))
+        results = evaluate(ctx, market_, windows, chunks)
+        if "val" in phases:
             state = ctx.learner.online.state_dict()
-            val_runs.append((result.sharpe, {k: v.clone() for k, v in state.items()}))
-        return result
+            val_runs.append((results[phases.index("val")].sharpe,
+                             {k: v.clone() for k, v in state.items()}))
+        return results
 
-    trainer.evaluate = watched
+    trainer.evaluate_windows = watched
     result = trainer.run()
-    per_fold = ["val"] * epochs + ["test", "val"]
+    per_fold = [("val", "train")] * (epochs + 1) + [("test",)]
     assert calls == [(k, phase) for k in (0, 1) for phase in per_fold]
     by_fold = (val_runs[:epochs + 1], val_runs[epochs + 1:])
     for report, runs in zip(result.folds, by_fold, strict=True):
@@ -111,7 +133,7 @@ def test_graph_block_sizes_change_nothing_on_the_cpu(market, tmp_path):
     """collect_steps_per_graph and updates_per_graph group CUDA-graph replays; without graphs
     every step runs one by one, in the same order."""
     make(market, tmp_path / "a", tiny_spec()).run()
-    make(market, tmp_path / "b", tiny_spec(updates_per_graph=4, collect_steps_per_graph=3)).run()
+    make(market, tmp_path / "b", tiny_spec(performance={"updates_per_graph": 4, "collect_steps_per_graph": 3})).run()
     assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
 
 
@@ -136,10 +158,10 @@ def test_resume_refuses_other_settings(market, tmp_path):
         make(market, tmp_path, tiny_spec(epochs=3)).run(resume=True)
 
 
-def test_too_little_data_for_the_folds_is_a_clear_error(tmp_path):
+def test_too_little_data_for_the_folds_is_a_clear_error_naming_what_fits(tmp_path):
     small = synth(400, 0.0)
-    with pytest.raises(ConfigError, match="too few"):
-        _ = make(small, tmp_path, tiny_spec(folds=4)).folds
+    with pytest.raises(ConfigError, match=r"too few for 20 folds .*set \[walkforward\] folds = \d+ or fewer"):
+        _ = make(small, tmp_path, tiny_spec(folds=20)).folds
 
 
 def test_a_folds_learner_is_released_before_the_next_fold_builds_its_own(market, tmp_path):

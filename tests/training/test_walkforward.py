@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from foxhunt.errors import ConfigError
-from foxhunt.training.walkforward import WalkForwardConfig, WalkForwardSplit
+from foxhunt.training.walkforward import WalkForwardConfig, WalkForwardSplit, fit_episode_len
 
 
 def test_three_fold_example_by_hand():
@@ -58,3 +58,45 @@ def test_too_little_data_is_a_clear_error():
 def test_ratios_must_sum_to_one():
     with pytest.raises(Exception, match="must equal 1"):
         WalkForwardConfig(train_ratio=0.5, val_ratio=0.2, test_ratio=0.2)
+
+
+def test_too_little_data_names_the_fold_count_that_fits():
+    split = WalkForwardSplit(WalkForwardConfig(folds=12, purge=10), n_bars=300, min_window=20)
+    with pytest.raises(ConfigError) as info:
+        split.folds()
+    message = str(info.value)
+    assert "\n" not in message
+    fits = int(message.split("set [walkforward] folds = ")[1].split()[0])
+    assert fits == 10  # 280 usable bars / (4 + k) per test bar >= 20
+    WalkForwardSplit(WalkForwardConfig(folds=fits, purge=10), n_bars=300, min_window=20).folds()
+    with pytest.raises(ConfigError, match=f"too few for {fits + 1} folds"):
+        WalkForwardSplit(WalkForwardConfig(folds=fits + 1, purge=10), n_bars=300, min_window=20).folds()
+
+
+def test_when_no_fold_count_fits_the_error_points_at_the_purge():
+    with pytest.raises(ConfigError, match=r"lower \[walkforward\] purge \(now 108\)"):
+        WalkForwardSplit(WalkForwardConfig(folds=2, purge=108), n_bars=220).folds()
+
+
+def test_deploy_min_psr_is_a_probability():
+    assert WalkForwardConfig().deploy_min_psr == 0.95
+    for bad in (-0.1, 1.5):
+        with pytest.raises(Exception, match="deploy_min_psr"):
+            WalkForwardConfig(deploy_min_psr=bad)
+
+
+@given(episode_len=st.integers(1, 5000), train_bars=st.integers(4, 5000))
+def test_an_episode_that_does_not_fit_the_training_window_is_clipped_to_half_of_it(
+        episode_len, train_bars):
+    fitted, notice = fit_episode_len(episode_len, train_bars)
+    assert fitted + 2 <= train_bars
+    if episode_len + 2 <= train_bars:
+        assert (fitted, notice) == (episode_len, None)
+    else:
+        assert fitted == train_bars // 2
+        assert f"[env] episode_len = {episode_len}" in notice and f"<= {train_bars - 2}" in notice
+
+
+def test_a_training_window_too_short_for_any_episode_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"training windows of 3 bars hold no episode"):
+        fit_episode_len(8, 3)

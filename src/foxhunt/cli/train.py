@@ -63,7 +63,7 @@ def run_training(
     def on_epoch(line: dict[str, Any]) -> None:
         done = line["fold"] * spec.train.epochs + line["epoch"] + 1  # where a resumed run is too
         status = (f"fold {line['fold']} epoch {line['epoch']}  val Sharpe {line['val']['sharpe']:+.2f}  "
-                  f"loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
+                  f"gap {line['gap']:+.2f}  loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
                   f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
                   f"val {line['validation_ms']:.0f} ms")
         if progress is not None:
@@ -74,8 +74,16 @@ def run_training(
     from foxhunt.metrics import periods_per_year
 
     ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
+
+    def on_fold(report) -> None:
+        (progress.console if progress is not None else err).print(
+            report.verdict, soft_wrap=True, markup=False, highlight=False)
+
     trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev,
-                                 None if quiet else on_epoch, ppy)
+                                 None if quiet else on_epoch, ppy, None if quiet else on_fold)
+    if not quiet:
+        for notice in trainer.notices:
+            err.print(f"note: {notice}", soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, settings.features, frame)
     if progress is not None:
         with progress:
@@ -102,12 +110,15 @@ def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None
 
 
 def print_fold_table(result) -> None:
-    rows = [[r["fold"], r["best_epoch"], f"{r['val_sharpe']:+.2f}", f"{r['test_sharpe']:+.2f}",
-             f"{r['test_return']:+.2%}", f"{r['test_max_drawdown']:.2%}", r["test_trades"],
-             f"{r['buy_and_hold_sharpe']:+.2f}"] for r in result.table()]
+    """One row per fold; a fold that deployed flat shows "no edge: flat" and flat's test result."""
+    rows = [[r["fold"], r["best_epoch"], f"{r['val_sharpe']:+.2f}",
+             "—" if r["val_psr"] is None else f"{r['val_psr']:.2f}", r["deployed"],
+             f"{r['test_sharpe']:+.2f}", f"{r['test_return']:+.2%}",
+             f"{r['test_max_drawdown']:.2%}", r["test_trades"], f"{r['buy_and_hold_sharpe']:+.2f}"]
+            for r in result.table()]
     out.print(_table(f"walk-forward results ({result.run_dir})",
-                     ["fold", "best epoch", "val Sharpe", "test Sharpe", "test return", "test max DD",
-                      "test trades", "buy&hold Sharpe"], rows))
+                     ["fold", "best epoch", "val Sharpe", "val PSR", "deployed", "test Sharpe",
+                      "test return", "test max DD", "test trades", "buy&hold Sharpe"], rows))
 
 
 @app.command()
@@ -157,6 +168,7 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     from foxhunt.cli.features import build_features
     from foxhunt.report import write_report
     from foxhunt.report.run import backtest_run, run_report_data
+    from foxhunt.training.verdict import NO_EDGE
 
     rows = load_sample_into_store(ctx)
     if not as_json:
@@ -176,6 +188,10 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     report = run_dir / "report.html"
     write_report(run_report_data(run_dir, per_fold), report)
     backtests = _metrics_rows([r for fold in per_fold for r in fold])
+    flat_windows = {tuple(f.windows["test"]) for f in result.folds if f.deployed == "flat"}
+    for row in backtests:  # the checkpoint's model, shown for what it is where it stayed undeployed
+        if row["policy"] == "agent" and tuple(row["window"]) in flat_windows:
+            row["policy"] = f"agent (not deployed: {NO_EDGE})"
     if as_json:
         _emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
                     "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,

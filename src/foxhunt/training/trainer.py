@@ -1,13 +1,20 @@
 """Walk-forward training: for each fold, epochs of (collect K env steps, U updates, validate).
 
 Per fold the normaliser is fitted on the training window, the market handed to each phase ends
-at the last bar that phase may see, and the model with the best validation Sharpe is kept; the
-test window is evaluated once, with that model, for the report. Nothing reads the test window
+at the last bar that phase may see, and the model with the best validation Sharpe is kept. The
+fold deploys it only if its validation returns beat flat with probabilistic Sharpe ratio
+`[walkforward] deploy_min_psr`, else it deploys flat (`verdict.deploy_decision`); the test
+window is evaluated once, with what was deployed, for the report. Nothing reads the test window
 before that, and nothing from fold k reaches fold k+1 (`fold_state.FOLD_BOUNDARY`).
+
+Every epoch the greedy policy is also rolled out on the last `len(val)` bars of the training
+window (`train_eval` in run.jsonl), the same metric as validation's on bars it trained on, so
+that memorising shows as a gap between the two.
 
 Run directory: `spec.json`, `run.jsonl` (one diagnostics line per epoch; identical for the same
 seed on CPU), `timings.jsonl` (phase timings), `folds.json` (the per-fold table),
-`checkpoints/fold{k}.pt` (best model) and `checkpoints/fold{k}_last.pt` (resume point).
+`checkpoints/fold{k}.pt` (best model, deployed or not) and `checkpoints/fold{k}_last.pt`
+(resume point).
 """
 
 from __future__ import annotations
@@ -28,11 +35,19 @@ from foxhunt.devices import resolve_device
 from foxhunt.env.market import MarketTensors
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
+from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from foxhunt.training.config import TrainingSpec
-from foxhunt.training.evaluate import WindowResult, constant_policy, greedy_policy, rollout
+from foxhunt.training.evaluate import (
+    WindowResult,
+    constant_policy,
+    greedy_policy,
+    rollout,
+    rollouts,
+)
 from foxhunt.training.learner import Learner
-from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window
+from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict
+from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window, fit_episode_len
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
 
@@ -53,10 +68,17 @@ class FoldReport:
     test: dict[str, Any]
     baselines: dict[str, dict[str, Any]]
     checkpoint: str
+    deployed: str  # "agent" or "flat": what `test` is the result of
+    reason: str  # the deploy decision, from validation only
+    train_eval: dict[str, Any]  # the chosen model on the training slice
+    gap_p: float | None  # P(its true Sharpe on the training slice > on validation)
+    verdict: str
 
     def row(self) -> dict[str, Any]:
         return {"fold": self.fold, "best_epoch": self.best_epoch,
-                "val_sharpe": self.val["sharpe"], "test_sharpe": self.test["sharpe"],
+                "val_sharpe": self.val["sharpe"], "val_psr": self.val["psr"],
+                "deployed": "agent" if self.deployed == "agent" else NO_EDGE,
+                "test_sharpe": self.test["sharpe"],
                 "test_return": self.test["return"], "test_max_drawdown": self.test["max_drawdown"],
                 "test_trades": self.test["trades"],
                 "buy_and_hold_sharpe": self.baselines["buy_and_hold"]["sharpe"]}
@@ -101,15 +123,25 @@ class WalkForwardTrainer:
         device: torch.device | None = None,
         on_epoch: Callable[[dict[str, Any]], None] | None = None,
         periods_per_year: float | None = None,
+        on_fold: Callable[[FoldReport], None] | None = None,
     ):
-        self.spec, self.bars, self.pipeline, self.instrument = spec, bars, pipeline, instrument
+        self.bars, self.pipeline, self.instrument = bars, pipeline, instrument
         self.device = device or resolve_device(spec.train.device)
         self.run_dir = Path(run_dir)
-        self.on_epoch = on_epoch
+        self.on_epoch, self.on_fold = on_epoch, on_fold
         self.periods_per_year = periods_per_year
         first = pipeline.warmup + spec.env.window - 1
+        # Validation and test windows need a step per evaluation chunk; the training window
+        # needs episodes, whose length is fitted to it below.
         self.split = WalkForwardSplit(spec.walkforward, len(bars), first=first,
-                                      min_window=spec.env.episode_len + 2)
+                                      min_window=spec.train.eval_windows + 1)
+        shortest = min(len(f.train) for f in self.split.folds())
+        episode_len, notice = fit_episode_len(spec.env.episode_len, shortest)
+        self.notices = [notice] if notice else []
+        if episode_len != spec.env.episode_len:
+            env = spec.env.model_copy(update={"episode_len": episode_len})
+            spec = spec.model_copy(update={"env": env})
+        self.spec = spec
 
     @property
     def folds(self) -> list[Fold]:
@@ -136,6 +168,8 @@ class WalkForwardTrainer:
             result.folds.append(done[fold.index] if fold.index in done
                                 else self._run_fold(fold, resume))
             _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
+            if self.on_fold:
+                self.on_fold(result.folds[-1])
         return result
 
     def _run_fold(self, fold: Fold, resume: bool) -> FoldReport:
@@ -159,17 +193,35 @@ class WalkForwardTrainer:
         return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop))
 
+    @staticmethod
+    def train_slice(fold: Fold) -> Window:
+        """The last `len(val)` bars of the training window: bars the policy trained on, as many
+        as validation judges it on."""
+        return Window(max(fold.train.start, fold.train.stop - len(fold.val)), fold.train.stop)
+
     def evaluate(self, ctx: FoldContext, market: MarketTensors, window: Window,
                  chunks: int | None = None) -> WindowResult:
         """Greedy rollout; validation uses `eval_windows` parallel chunks for speed, the final
         test report one continuous episode (`chunks=1`), as a backtest would."""
+        return self.evaluate_windows(ctx, market, [window], chunks)[0]
+
+    def evaluate_windows(self, ctx: FoldContext, market: MarketTensors, windows: list[Window],
+                         chunks: int | None = None) -> list[WindowResult]:
+        """`evaluate` of several windows of `market` at once, their chunks stepped together."""
         net = ctx.learner.online
         net.eval()
         try:
-            return rollout(greedy_policy(net), market, self.spec.env, window, self.spec.train.capital,
-                           chunks or self.spec.train.eval_windows, self.device, self.periods_per_year)
+            return rollouts(greedy_policy(net), market, self.spec.env, windows,
+                            self.spec.train.capital, chunks or self.spec.train.eval_windows,
+                            self.device, self.periods_per_year)
         finally:
             net.train()
+
+    def judge(self, ctx: FoldContext) -> tuple[WindowResult, WindowResult]:
+        """The greedy policy on validation and on the training slice, in one rollout."""
+        val, seen = self.evaluate_windows(ctx, ctx.val_market,
+                                          [ctx.fold.val, self.train_slice(ctx.fold)])
+        return val, seen
 
     def train_fold(self, ctx: FoldContext) -> FoldReport:
         t, learner, fold = self.spec.train, ctx.learner, ctx.fold
@@ -184,7 +236,7 @@ class WalkForwardTrainer:
             _sync(self.device)
             t2 = time.perf_counter()
             metrics = learner.read_metrics()
-            val = self.evaluate(ctx, ctx.val_market, fold.val)
+            val, seen = self.judge(ctx)
             t3 = time.perf_counter()
             best = val.sharpe > ctx.best_sharpe
             if best:
@@ -193,7 +245,9 @@ class WalkForwardTrainer:
             line = {
                 "fold": fold.index, "epoch": epoch, "transitions": learner.transitions,
                 **{k: v for k, v in metrics.update.items()}, **metrics.collect,
-                "action_mix": metrics.action_mix, "val": val.summary(), "best": best,
+                "action_mix": metrics.action_mix, "val": val.summary(),
+                "train_eval": seen.summary(), "gap": seen.sharpe - val.sharpe,
+                "gap_p": _gap_p(seen, val), "best": best,
             }
             timing = {"fold": fold.index, "epoch": epoch, "experience_ms": 1e3 * (t1 - t0),
                       "training_ms": 1e3 * (t2 - t1), "validation_ms": 1e3 * (t3 - t2),
@@ -208,27 +262,36 @@ class WalkForwardTrainer:
         return self._finish_fold(ctx)
 
     def _finish_fold(self, ctx: FoldContext) -> FoldReport:
+        """Decide the deployment on validation, then roll out the test window once with it."""
         learner, fold = ctx.learner, ctx.fold
+        env, capital = self.spec.env, self.spec.train.capital
         if ctx.best_state is not None:
             learner.online.load_state_dict(ctx.best_state)
-        test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1)
+        val, seen = self.judge(ctx)
+        min_psr = self.spec.walkforward.deploy_min_psr
+        deployed, reason = deploy_decision(val.psr, min_psr)
         baselines = {
-            name: rollout(policy, ctx.test_market, self.spec.env, fold.test, self.spec.train.capital,
-                          1, self.device, self.periods_per_year).summary()
+            name: rollout(policy, ctx.test_market, env, fold.test, capital, 1, self.device,
+                          self.periods_per_year).summary()
             for name, policy in (("flat", constant_policy((0, 0, 0))),
                                  ("buy_and_hold", constant_policy(FULL_LONG)))
         }
-        val = self.evaluate(ctx, ctx.val_market, fold.val)
+        test = (self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
+                if deployed == "agent" else dict(baselines["flat"]))
         path = save_checkpoint(
             self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
             self.spec.model_dump(mode="json"),
-            {"fold": fold.index, "best_epoch": ctx.best_epoch, "normaliser": _normaliser_doc(ctx.features),
+            {"fold": fold.index, "best_epoch": ctx.best_epoch, "deployed": deployed,
+             "normaliser": _normaliser_doc(ctx.features),
              "feature_names": list(ctx.features.names), "feature_groups": ctx.features.groups,
              "feature_config": self.pipeline.config.model_dump(mode="json"),
              "windows": _windows(fold), "symbol": self.instrument.symbol},
         )
-        return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test.summary(),
-                          baselines, str(path))
+        gap_p = _gap_p(seen, val)
+        return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test,
+                          baselines, str(path), deployed, reason, seen.summary(), gap_p,
+                          fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
+                                       min_psr))
 
     # -- persistence ------------------------------------------------------------------------
 
@@ -304,6 +367,12 @@ def _normaliser_doc(features: FeatureMatrix) -> dict[str, Any] | None:
     if norm is None:
         return None
     return {"mean": [float(x) for x in norm.mean], "std": [float(x) for x in norm.std]}
+
+
+def _gap_p(seen: WindowResult, val: WindowResult) -> float | None:
+    if seen.estimate is None or val.estimate is None:
+        return None
+    return sharpe_above_probability(seen.estimate, val.estimate)
 
 
 def _cpu_tree(obj: Any) -> Any:

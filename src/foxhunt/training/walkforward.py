@@ -3,7 +3,8 @@
 Fold i covers `[start_i, start_i + span)` where `span = train + purge + val + purge + test`, and
 `start_i = i * step`. The purge gap keeps the last training bars (whose rewards and n-step
 returns look `purge` bars ahead) from overlapping the window that judges them. The model is
-selected on validation; the test window is read once, for the final report.
+selected on validation, and validation alone decides whether the fold deploys it or stays flat
+(`deploy_min_psr`); the test window is read once, for the final report.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ class WalkForwardConfig(StrictConfig):
     test_ratio: float = Field(default=0.2, gt=0)
     purge: int = Field(default=64, ge=0, description="bars dropped between consecutive windows")
     anchored: bool = Field(default=False, description="train windows all start at bar `first`")
+    deploy_min_psr: float = Field(
+        default=0.95, ge=0, le=1,
+        description="a fold deploys its agent only if the chosen epoch's validation returns "
+        "beat flat with at least this probabilistic Sharpe ratio (P(true Sharpe > 0)); below "
+        "it the fold deploys flat. 0 deploys every fold's agent",
+    )
 
     @model_validator(mode="after")
     def _ratios(self) -> WalkForwardConfig:
@@ -59,19 +66,29 @@ class WalkForwardSplit:
     first: int = 0
     min_window: int = 2
 
-    def folds(self) -> list[Fold]:
+    def sizes(self, folds: int) -> tuple[int, int, int]:
+        """(train, val, test) bars per window when the data is cut into `folds` folds."""
         c = self.config
         usable = self.n_bars - self.first - 2 * c.purge
         # span = test * (train/test + val/test + 1); k folds need span + (k-1)*test bars
-        per_test = (c.train_ratio + c.val_ratio) / c.test_ratio + 1 + (c.folds - 1)
+        per_test = (c.train_ratio + c.val_ratio) / c.test_ratio + 1 + (folds - 1)
         test = int(usable // per_test)
         train = int(round(test * c.train_ratio / c.test_ratio, 6))
         val = int(round(test * c.val_ratio / c.test_ratio, 6))
+        return train, val, test
+
+    def folds(self) -> list[Fold]:
+        c = self.config
+        train, val, test = self.sizes(c.folds)
         if min(train, val, test) < self.min_window:
+            fits = next((k for k in range(c.folds - 1, 0, -1)
+                         if min(self.sizes(k)) >= self.min_window), None)
+            fix = (f"set [walkforward] folds = {fits} or fewer, or use more data" if fits else
+                   f"lower [walkforward] purge (now {c.purge}) or use more data")
             raise ConfigError(
                 f"walk-forward: {self.n_bars - self.first} bars are too few for {c.folds} folds "
                 f"(windows would be train={train}, val={val}, test={test} bars, "
-                f"need >= {self.min_window} each); use fewer folds or more data"
+                f"need >= {self.min_window} each); {fix}"
             )
         out = []
         for i in range(c.folds):
@@ -83,3 +100,19 @@ class WalkForwardSplit:
             out.append(Fold(i, tr, va, te))
         assert out[-1].test.stop <= self.n_bars
         return out
+
+
+def fit_episode_len(episode_len: int, train_bars: int) -> tuple[int, str | None]:
+    """The episode length the training env can use in a training window of `train_bars`, and a
+    notice when it differs from `episode_len`. An episode needs `episode_len + 2` bars of the
+    window; one that does not fit is clipped to half the window, so that episodes still start
+    at many bars (a GPU profile's length is sized for long histories, not for a short sample)."""
+    if episode_len + 2 <= train_bars:
+        return episode_len, None
+    fit = train_bars // 2
+    if fit < 2:
+        raise ConfigError(f"walk-forward: training windows of {train_bars} bars hold no episode; "
+                          "set [walkforward] folds lower or use more data")
+    return fit, (f"[env] episode_len = {episode_len} does not fit the shortest training window "
+                 f"({train_bars} bars): clipped to {fit}; set [env] episode_len <= "
+                 f"{train_bars - 2} to choose it yourself")
