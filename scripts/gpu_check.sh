@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU work in one device call: the CUDA tests and/or the GPU benchmarks; results land in $OUT.
 #   bash scripts/gpu_check.sh [tests] [train] [backtest] [breakdown] [blocks] [headline] [defaults]
-#                             [branches] [kernels] [inductor]
+#                             [branches] [variants] [inductor]
 #   (no argument: the first three)
 # breakdown: the defaults and the one-stream A/B without SB3, with the update's per-piece profile.
 # blocks: the defaults with 8 collect steps per graph, without SB3, with the breakdown.
@@ -10,8 +10,8 @@
 # defaults: the defaults only, without SB3, with kernel timelines (a quick check of the update).
 # branches: benchmarks/probe_graph_branches.py (two chains of small kernels in one graph), with
 # the default hardware queues and with CUDA_DEVICE_MAX_CONNECTIONS=32.
-# kernels: the defaults against replay.draw_kernel = torch, agent.c51_loss = plain and both,
-# without SB3.
+# variants: the defaults against each [train.performance] setting at its alternative
+# (one_stream, single_updates, single_collect, tf32), without SB3.
 # inductor: the defaults against inductor's coordinate-descent tuning and max-autotune for the
 # matmuls (each on top of the default combo kernels, each in its own process), without SB3.
 # Needs the wheels in .whl (pydantic, gymnasium, stable-baselines3, ...): run with carry [".whl"].
@@ -60,10 +60,11 @@ for stage in $STAGES; do
             2> "$OUT/probe_branches_$conn.err" > /dev/null
         echo "== connections $conn"; grep -E "median" "$OUT/probe_branches_$conn.err"
       done ;;
-    kernels)
-      timeout 360 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
-          --modes compiled_bf16 torch_draw plain_c51 no_triton_cuts --out "$OUT/bench_kernels.json" \
-          2> "$OUT/bench_kernels.err" > /dev/null; grep -E "update median|failed" "$OUT/bench_kernels.err" ;;
+    variants)
+      timeout 500 python3 benchmarks/bench_train.py --device cuda --skip-sb3 --collect-steps 16 \
+          --modes compiled_bf16 one_stream single_updates single_collect tf32 \
+          --out "$OUT/bench_variants.json" 2> "$OUT/bench_variants.err" > /dev/null
+      grep -E "update median|collect [0-9]|failed" "$OUT/bench_variants.err" ;;
     inductor)
       for variant in defaults coordinate_descent_tuning max_autotune_gemm; do
         extra=; [ "$variant" != defaults ] && extra="--inductor combo_kernels=true --inductor $variant=true"
@@ -73,6 +74,6 @@ for stage in $STAGES; do
             2> "$OUT/inductor_$variant.err" > /dev/null
         echo "== $variant"; grep -E "update median|collect [0-9]|failed|Error" "$OUT/inductor_$variant.err"
       done ;;
-    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, branches, kernels, inductor)"; exit 2 ;;
+    *) echo "unknown stage $stage (tests, train, backtest, breakdown, blocks, headline, defaults, branches, variants, inductor)"; exit 2 ;;
   esac
 done

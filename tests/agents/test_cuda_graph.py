@@ -12,9 +12,9 @@ from foxhunt.agents.dqn import (
     AgentConfig,
     BranchingQNetwork,
     UpdateBatch,
-    polyak_update,
     reference_update,
 )
+from foxhunt.agents.dqn.target import polyak_update
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,7 +6,8 @@ import pydantic
 import pytest
 import torch
 
-from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, VariableSelection
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
+from foxhunt.agents.dqn.network import VariableSelection
 from foxhunt.errors import ConfigError
 
 OBS = 12

@@ -9,9 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, NoisyLinear
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.agents.dqn.noisy import (
     GroupedLinear,
+    NoisyLinear,
     PerGroupLinear,
     WorkingLinear,
     draw_noise,

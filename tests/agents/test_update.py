@@ -13,9 +13,9 @@ from foxhunt.agents.dqn import (
     AgentConfig,
     BranchingQNetwork,
     UpdateBatch,
-    polyak_update,
     reference_update,
 )
+from foxhunt.agents.dqn.target import polyak_update
 
 OBS = 4
 
@@ -158,8 +158,8 @@ def test_the_bootstrap_target_of_a_stars_rows_is_the_textbook_one(head):
     """The heads' targets take the next distributions of any actions, [B, ..., K], with one
     return and discount per sample: on a*'s rows they are double DQN's target, and keeping a*'s
     row of every action's target gives the same."""
-    from foxhunt.agents.dqn import project_distribution
     from foxhunt.agents.dqn.losses import HEADS, take_action
+    from foxhunt.agents.dqn.projection import project_distribution
 
     torch.manual_seed(3)
     b, br, a, k = 64, 3, 3, 51 if head == "c51" else 16

@@ -204,7 +204,7 @@ def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
     assert lr.online.heads.hidden.weight_work.dtype == torch.bfloat16
     bf16 = 2.0**-7  # one bf16 step: a stale composition (other noise) is far outside it
     for _ in range(3):
-        lr.run_collect(2 * lr.spec.train.collect_steps_per_graph + 4)  # blocks and single steps
+        lr.run_collect(2 * lr.fast.collect_block + 4)  # blocks and single steps
         assert_working_weights_are_composed(lr.online, rtol=bf16)
         lr.run_updates(5)
         torch.cuda.synchronize()

@@ -44,23 +44,30 @@ def plain_copy(learner, net: BranchingQNetwork) -> BranchingQNetwork:
 
 
 class Recorder:
-    """Wraps the replay's sample(): records each batch, the networks as they stand when it is
-    drawn (after the target's fresh noise, before a* and the target's pass), the generator's
-    state after the draw and the priorities it was drawn from."""
+    """Records each staging of a batch: the batch and the priorities it was drawn from (wrapping
+    the replay's sample()), and the networks and the generator's state as they stand once the
+    target network has drawn its noise (wrapping its reset_noise): what a* and the target's
+    pass then compute with."""
 
     def __init__(self, learner):
         self.learner, self.calls = learner, []
-        self._sample = learner.replay.sample
-        learner.replay.sample = self
+        self._sample, self._reset = learner.replay.sample, learner.target.reset_noise
+        learner.replay.sample = self.sample
+        learner.target.reset_noise = self.reset_noise
 
-    def __call__(self, batch_size: int):
-        lr = self.learner
-        priorities = lr.replay.priority_alpha.clone()
+    def sample(self, batch_size: int):
+        priorities = self.learner.replay.priority_alpha.clone()
         batch = self._sample(batch_size)
-        self.calls.append({"batch": batch, "generator": lr.generator.get_state(),
-                           "online": copy.deepcopy(lr.online), "target": copy.deepcopy(lr.target),
-                           "priorities": priorities})
+        self.calls.append({"batch": batch, "priorities": priorities})
         return batch
+
+    def reset_noise(self, generator):
+        self._reset(generator)
+        lr = self.learner
+        if self.calls and "target" not in self.calls[-1]:
+            self.calls[-1].update(generator=lr.generator.get_state(),
+                                  online=copy.deepcopy(lr.online),
+                                  target=copy.deepcopy(lr.target))
 
 
 def reference_inputs(learner, call) -> tuple[UpdateBatch, torch.Generator]:

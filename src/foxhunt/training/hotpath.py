@@ -26,7 +26,7 @@ from foxhunt.training.graphs import CapturedStep, CompiledStep, SideStreams
 
 INDUCTOR_OPTIONS = {"combo_kernels": True}
 """Inductor options of every compiled step: combo kernels fuse an update's many small kernels
-horizontally (docs/benchmarks.md)."""
+horizontally (measured in docs/benchmarks-archive.md)."""
 
 
 class StagedBatch(NamedTuple):

@@ -224,11 +224,11 @@ class Learner:
         """The next PER batch (StagedBatch's fields but the target) with its observations and
         direction labels; and the operands of its target (`Head.target_operands`): the target
         network's distributions (fresh noise) of the online network's a* at s', with the batch's
-        n-step returns and discounts. Random draws in `reference_update`'s order after the
-        batch's: target noise first, then the batch, the target's taus, a*'s taus."""
+        n-step returns and discounts. Random draws: the batch, the target's noise, then the
+        taus in `reference_update`'s order (the target's, a*'s)."""
         agent = self.spec.agent
-        self.target.reset_noise(self.generator)
         b = self.replay.sample(self.spec.train.batch_size)
+        self.target.reset_noise(self.generator)
         # Both observations in one gather (one kernel, not two).
         obs, next_obs = self.env.observe(torch.cat((b.bar, b.next_bar)),
                                          torch.cat((b.pos_state, b.next_pos_state))).chunk(2)
