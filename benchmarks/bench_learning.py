@@ -165,6 +165,8 @@ def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
     updates.setdefault("train", {}).update(seed=seed, device=args.device)
     if args.epochs:
         updates["train"]["epochs"] = args.epochs
+    if args.deploy_all:
+        updates["walkforward"]["deploy_min_psr"] = 0.0
     spec = spec.with_overrides(updates, "bench_learning")
     return spec.sized_for(choose_profile(None).profile)
 
@@ -213,6 +215,11 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
                                      "bars")}
             row["agent_best_epoch"] = report.best_epoch
             row["agent_val_sharpe"] = report.val["sharpe"]
+            # Where the trainer decides on validation whether a fold deploys the agent or flat,
+            # the test result is that of what was deployed.
+            for key in ("deployed", "reason"):
+                if hasattr(report, key):
+                    row[f"agent_{key}"] = getattr(report, key)
             # The trainer's own buy-and-hold rollout: the same fill model, so it should match.
             row["trainer_buy_and_hold_sharpe"] = report.baselines["buy_and_hold"]["sharpe"]
     return doc
@@ -334,6 +341,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--config", type=Path, help="a foxhunt config TOML for the agent")
     parser.add_argument("--rules-only", action="store_true", help="skip the agent: baselines only")
+    parser.add_argument("--deploy-all", action="store_true",
+                        help="every fold deploys its agent (walkforward.deploy_min_psr = 0), so "
+                        "the test figures are the agent's even where validation found no edge")
     parser.add_argument("--quick", action="store_true",
                         help="a tiny agent and 4,000-bar markets (CI smoke test)")
     parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
