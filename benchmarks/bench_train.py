@@ -38,9 +38,9 @@ from _common import (
     log,
     range_profile,
     resolve_device,
-    time_block,
     time_steps,
 )
+from sb3_peer import measure_sb3, sb3_ratio
 
 from foxhunt.agents.dqn import AgentConfig
 from foxhunt.data.instruments import InstrumentRegistry
@@ -310,56 +310,6 @@ def measure_env_only(
             "cuda_graph": captured.captured, **kernel_profile(captured, PROFILE_ITERS, device)}
 
 
-def measure_sb3(
-    setup: MarketSetup, env_config: EnvConfig, sizes: Sizes, plan: Plan, device: torch.device
-) -> dict:
-    """SB3 DQN on our Gymnasium wrapper: env-steps/s in learn(), gradient updates/s in train()."""
-    try:
-        import stable_baselines3
-        from stable_baselines3 import DQN
-    except ImportError:
-        return {"skipped": "stable-baselines3 not installed"}
-    from foxhunt.env.gym_wrapper import TradingEnv
-
-    env = TradingEnv(setup.market, env_config, start_range=(setup.window.start, setup.window.stop))
-    starts, learn_steps, train_steps = (
-        plan.sb3_learning_starts, plan.sb3_learn_steps, plan.sb3_train_steps)
-    model = DQN(
-        "MlpPolicy", env, learning_rate=1e-4, buffer_size=starts + learn_steps,
-        learning_starts=starts, batch_size=sizes.batch_size, train_freq=1, gradient_steps=1,
-        exploration_initial_eps=0.05, exploration_final_eps=0.05,
-        policy_kwargs={"net_arch": [sizes.hidden, sizes.hidden]},
-        device=device.type, seed=SEED, verbose=0,
-    )
-    log(f"sb3: {starts} random-action steps to fill its buffer")
-    fill_s = time_block(lambda: model.learn(total_timesteps=starts), device)
-    model.train(gradient_steps=plan.warmup, batch_size=sizes.batch_size)  # warm-up, untimed
-    log(f"sb3: learn() for {learn_steps} steps, one gradient step each")
-    updates_before = model._n_updates
-    learn_s = time_block(
-        lambda: model.learn(total_timesteps=learn_steps, reset_num_timesteps=False), device)
-    learn_updates = model._n_updates - updates_before
-    log(f"sb3: train() alone for {train_steps} gradient steps")
-    train_s = time_block(
-        lambda: model.train(gradient_steps=train_steps, batch_size=sizes.batch_size), device)
-    return {
-        "version": stable_baselines3.__version__,
-        "setup": {"algorithm": "DQN", "policy": "MlpPolicy",
-                  "net_arch": [sizes.hidden, sizes.hidden], "batch_size": sizes.batch_size,
-                  "train_freq": 1, "gradient_steps": 1, "learning_starts": starts,
-                  "buffer_size": starts + learn_steps, "epsilon": 0.05,
-                  "env": "foxhunt.env.gym_wrapper.TradingEnv, Discrete(27), one env on the CPU",
-                  "device": device.type},
-        "random_actions": {"env_steps": starts, "seconds": round(fill_s, 3),
-                           "env_steps_per_s": round(starts / fill_s, 1)},
-        "learn": {"env_steps": learn_steps, "updates": learn_updates, "seconds": round(learn_s, 3),
-                  "env_steps_per_s": round(learn_steps / learn_s, 1),
-                  "updates_per_s": round(learn_updates / learn_s, 1)},
-        "train_only": {"updates": train_steps, "seconds": round(train_s, 3),
-                       "updates_per_s": round(train_steps / train_s, 1)},
-    }
-
-
 # -- driver ----------------------------------------------------------------------------------
 
 SKIPPED_GRAPHS = {"skipped": "CUDA graphs need a CUDA device"}
@@ -372,24 +322,6 @@ def headline(measured: dict, mode: str, keys: tuple[str, ...], target: dict) -> 
         return {"headline": mode, "error": chosen["error"], "target_met": False}
     return {"headline": mode, **{k: chosen[k] for k in keys},
             "target": {**target, "on": TARGET_DEVICE}, "target_met": chosen["target_met"]}
-
-
-def sb3_ratio(sb3: dict, foxhunt_updates_per_s: float) -> dict:
-    if "skipped" in sb3:
-        return sb3
-    if foxhunt_updates_per_s is None:
-        return {**sb3, "ratio_train_only": None}
-    ratio = foxhunt_updates_per_s / sb3["train_only"]["updates_per_s"]
-    return {
-        **sb3,
-        "foxhunt_updates_per_s": foxhunt_updates_per_s,
-        "ratio": round(ratio, 2),
-        "ratio_basis": "foxhunt update.updates_per_s / sb3 train_only.updates_per_s "
-                       "(both exclude env stepping)",
-        "ratio_vs_learn": round(foxhunt_updates_per_s / sb3["learn"]["updates_per_s"], 2),
-        "target": {"ratio_min": TARGETS["sb3_ratio_min"], "on": TARGET_DEVICE},
-        "target_met": bool(ratio >= TARGETS["sb3_ratio_min"]),
-    }
 
 
 def attempt(what: str, measure: Callable[..., dict], *args: object) -> dict:
@@ -521,8 +453,11 @@ def run(args: argparse.Namespace) -> dict:
     if args.skip_sb3:
         sb3: dict = {"skipped": "--skip-sb3"}
     else:
-        sb3 = sb3_ratio(measure_sb3(setup, env_config, sizes, plan, device),
-                        update_headline.get("updates_per_s"))
+        sb3 = sb3_ratio(
+            measure_sb3(setup.market, setup.window, env_config, sizes.hidden, sizes.batch_size,
+                        plan.warmup, (plan.sb3_learning_starts, plan.sb3_learn_steps,
+                                      plan.sb3_train_steps), device, SEED),
+            update_headline.get("updates_per_s"), TARGETS["sb3_ratio_min"], TARGET_DEVICE)
     update = {**updates, **update_headline}
     if args.breakdown:
         update["breakdown"] = measure_breakdown(
