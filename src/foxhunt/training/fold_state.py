@@ -36,6 +36,10 @@ FOLD_BOUNDARY: dict[str, Rule] = {
     "target": Rule(Boundary.REINIT, "a copy of the re-initialised online network"),
     "optimizer": Rule(Boundary.RESET, "Adam moments carry fold k's gradients"),
     "generator": Rule(Boundary.REINIT, "noise, episode starts and replay draws reseeded per fold"),
+    "support": Rule(Boundary.REINIT, "the C51 support (online and target share it) restarts at "
+                    "the configured [v_min, v_max]: an adaptive one widened on fold k's targets"),
+    "support_seen": Rule(Boundary.RESET, "the adaptive support's view of the targets' "
+                         "percentiles restarts at [v_min, v_max]"),
     "collect_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
     "update_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
     "best_state": Rule(Boundary.RESET, "model selection happens per fold, on its validation window"),

@@ -29,11 +29,16 @@ from torch import Tensor
 
 from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
 from foxhunt.agents.dqn.losses import (
+    C51_DIAGNOSTICS,
+    DIAGNOSTICS,
     HEADS,
+    adapt_support,
     greedy_next_actions,
     online_pass,
+    support_limits,
     take_action,
     target_distributions,
+    target_value_bounds,
 )
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
@@ -44,7 +49,13 @@ from foxhunt.training.optim import ClippedAdam
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
-UPDATE_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", "grad_norm", "td_p99", "updates")
+LOSS_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", *DIAGNOSTICS)
+REPLAY_METRICS = ("td_p50", "td_p99", "priority_max")
+"""What `reprioritise` returns: the batch's TD-error (per-sample loss) median and 99th
+percentile, and the replay's running max priority."""
+UPDATE_METRICS = (*LOSS_METRICS, *C51_DIAGNOSTICS, "grad_norm", *REPLAY_METRICS, "updates")
+"""Every update's metrics, summed on the device and averaged per epoch (C51's only with a C51
+head); `updates` is their count."""
 COMPILED_STEPS = (
     "act", "draw_act_noise", "env_step", "store", "loss", "draw_next_noise", "reprioritise",
     "track_online", "stage", "stage_targets", "adopt", "apply_gradients",
@@ -106,16 +117,28 @@ class Learner:
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
         self._head = HEADS[a.head]
-        self._support = self.online.support if a.head == "c51" else None
+        # One support tensor for both networks (C51): an adaptive one moves them together.
+        self.support: Tensor | None = None
+        self.support_seen: Tensor | None = None  # see `stage`
+        if a.head == "c51":
+            self.support = self.target.support = self.online.support
+            self._support_limits = support_limits(a, device)
+            if a.support == "adaptive":
+                self.support_seen = self._support_limits[0].clone()
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
         self.collect_acc = torch.zeros(t.n_envs, len(COLLECT_METRICS) + n_mix, device=device,
                                        dtype=torch.float64)
-        self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
+        c51 = C51_DIAGNOSTICS if a.head == "c51" else ()
+        self._loss_metrics = (*LOSS_METRICS, *c51)
+        self.update_metrics = tuple(k for k in UPDATE_METRICS if k not in C51_DIAGNOSTICS or c51)
+        self.update_acc = torch.zeros(len(self.update_metrics), device=device,
+                                      dtype=torch.float64)
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
+        self._p50_index = int(0.5 * (t.batch_size - 1))
         self._p99_index = int(0.99 * (t.batch_size - 1))
         fast = self.fast
         fast.compile_steps(self, COMPILED_STEPS)
@@ -191,7 +214,7 @@ class Learner:
         with self.fast.autocast():
             out = online_pass(self.online, batch.obs, self.spec.agent, self.generator)
             return self._head.terms(out, batch.action, batch.target, batch.weight, batch.labels,
-                                    self.spec.agent, self._support)
+                                    self.spec.agent, self.support)
 
     def backward(self, loss: Tensor) -> None:
         self.online.zero_grad(set_to_none=True)
@@ -203,9 +226,11 @@ class Learner:
         self.online.draw_noise_ahead(self.generator)
 
     def reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
-        """New priorities for the sampled transitions; returns the batch's TD-error p99."""
+        """New priorities for the sampled transitions; returns `REPLAY_METRICS` [3]."""
         self.replay.update_priorities(index, td_abs)
-        return td_abs.float().sort().values[self._p99_index]
+        ordered = td_abs.float().sort().values
+        return torch.stack((ordered[self._p50_index], ordered[self._p99_index],
+                            self.replay.max_priority.float()))
 
     def stage_next(self, polyak: bool = True) -> StagedBatch:
         """Polyak's step of the target network, then the next batch and its bootstrap target."""
@@ -225,7 +250,9 @@ class Learner:
         direction labels; and the operands of its target (`Head.target_operands`): the target
         network's distributions (fresh noise) of the online network's a* at s', with the batch's
         n-step returns and discounts. Random draws: the batch, the target's noise, then the
-        taus in `reference_update`'s order (the target's, a*'s)."""
+        taus in `reference_update`'s order (the target's, a*'s). An adaptive support records
+        the percentiles of the targets' values here (`support_seen`); `apply_gradients` moves
+        the support once the update's passes are done with it."""
         agent = self.spec.agent
         b = self.replay.sample(self.spec.train.batch_size)
         self.target.reset_noise(self.generator)
@@ -236,8 +263,10 @@ class Learner:
             next_dist = target_distributions(self.target, next_obs, agent, self.generator)
             a_star = greedy_next_actions(self.online, next_obs, self.generator)
             chosen = take_action(next_dist, a_star)
+        if self.support_seen is not None:
+            self.support_seen.copy_(target_value_bounds(chosen, b.ret, b.discount, self.support))
         fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
-        return fields, self._head.target_operands(chosen, b.ret, b.discount, self._support)
+        return fields, self._head.target_operands(chosen, b.ret, b.discount, self.support)
 
     def stage_targets(self, *operands: Tensor) -> Tensor:
         """a*'s bootstrap target, a step of its own (see `losses.Head`)."""
@@ -249,9 +278,10 @@ class Learner:
         for dst, src in zip(self.batch, staged, strict=True):
             dst.copy_(src)
 
-    def apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None:
+    def apply_gradients(self, metrics: dict[str, Tensor], replay_stats: Tensor) -> None:
         """Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`), the next
-        update's noise and working weights, and the update's metrics summed.
+        update's noise and working weights, an adaptive support's step, and the update's
+        metrics summed (`replay_stats` from `reprioritise`).
 
         The passes compute with working weights (`noisy.WorkingWeights`: mu + sigma * eps in
         the pass's dtype), so the gradients arrive there; the parameters' are derived from them
@@ -261,9 +291,11 @@ class Learner:
         self.online.take_noise_ahead()
         grad_norm = self.optimizer.step(grads=grads)
         self.online.compose_working_weights()
-        self.update_acc += torch.stack((
-            metrics["loss"], metrics["q_loss"], metrics["aux_loss"], metrics["mean_q"],
-            metrics["target_q"], grad_norm, td_p99, torch.ones((), device=self.device),
+        if self.support_seen is not None:
+            adapt_support(self.support, self.support_seen, self._support_limits)
+        self.update_acc += torch.cat((
+            torch.stack([metrics[k].float() for k in self._loss_metrics] + [grad_norm.float()]),
+            replay_stats.float(), torch.ones(1, device=self.device),
         )).double()  # fmt: skip
 
     def _updates(self) -> None:
@@ -291,10 +323,28 @@ class Learner:
         with fast.precision():
             fast.repeat(self.update, self.update_block, fast.update_block, n)
 
+    def state_metrics(self) -> dict[str, Tensor]:
+        """0-dim device tensors of the learner's state as it stands: the online network's mean
+        |sigma| over its noisy weights, and the C51 support's ends."""
+        out = {}
+        layers = self.online.noisy_layers()
+        if layers:
+            out["noisy_sigma"] = (sum(m.weight_sigma.detach().abs().sum() for m in layers)
+                                  / sum(m.weight_sigma.numel() for m in layers))
+        if self.support is not None:
+            out["v_min"], out["v_max"] = self.support[0], self.support[-1]
+        return out
+
     def read_metrics(self) -> EpochMetrics:
-        """The one host read per epoch: both accumulators, then they restart from zero."""
+        """The one host read per epoch: both accumulators and `state_metrics`, then the
+        accumulators restart from zero."""
         a = self.spec.agent
-        collect, update = (x.tolist() for x in (self.collect_acc.sum(0), self.update_acc))
+        state = self.state_metrics()
+        n_collect, n_update = self.collect_acc.shape[1], len(self.update_metrics)
+        flat = torch.cat((self.collect_acc.sum(0), self.update_acc,
+                          torch.stack(list(state.values())).double() if state
+                          else self.update_acc[:0])).tolist()
+        collect, update = flat[:n_collect], flat[n_collect:n_collect + n_update]
         self.collect_acc.zero_()
         self.update_acc.zero_()
         base = dict(zip(COLLECT_METRICS, collect))
@@ -303,8 +353,9 @@ class Learner:
         mix = [[c / steps for c in counts[i * a.n_actions:(i + 1) * a.n_actions]]
                for i in range(a.n_branches)]
         n_up = max(update[-1], 1.0)
-        upd = {k: v / n_up for k, v in zip(UPDATE_METRICS[:-1], update[:-1])}
+        upd = {k: v / n_up for k, v in zip(self.update_metrics[:-1], update[:-1], strict=True)}
         upd["updates"] = update[-1]
+        upd.update(zip(state, flat[n_collect + n_update:], strict=True))
         return EpochMetrics(
             collect={"mean_reward": base["reward"] / steps, "flat": base["flat"] / steps,
                      "trades": base["trades"], "terminated": base["terminated"],

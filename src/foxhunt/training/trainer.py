@@ -46,7 +46,7 @@ from foxhunt.training.evaluate import (
     rollouts,
 )
 from foxhunt.training.learner import Learner
-from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict
+from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict, health_notes
 from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window, fit_episode_len
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
@@ -73,6 +73,7 @@ class FoldReport:
     train_eval: dict[str, Any]  # the chosen model on the training slice
     gap_p: float | None  # P(its true Sharpe on the training slice > on validation)
     verdict: str
+    health: list[str] = field(default_factory=list)  # `verdict.health_notes` of its epochs
 
     def row(self) -> dict[str, Any]:
         return {"fold": self.fold, "best_epoch": self.best_epoch,
@@ -104,6 +105,7 @@ class FoldContext:
     best_sharpe: float = float("-inf")
     best_epoch: int = -1
     start_epoch: int = 0
+    epochs: list[dict[str, Any]] = field(default_factory=list)  # its run.jsonl lines
 
 
 def _write_json(path: Path, doc: Any) -> None:
@@ -255,6 +257,7 @@ class WalkForwardTrainer:
                       # warning) and shows here as much as in the times.
                       "compiled": learner.compiled, "cuda_graphs": learner.update.captured}
             self._append("run.jsonl", line)
+            ctx.epochs.append(line)
             self._append("timings.jsonl", timing)
             self._save_last(ctx, epoch)
             if self.on_epoch:
@@ -288,10 +291,11 @@ class WalkForwardTrainer:
              "windows": _windows(fold), "symbol": self.instrument.symbol},
         )
         gap_p = _gap_p(seen, val)
+        health = health_notes(ctx.epochs)
         return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test,
                           baselines, str(path), deployed, reason, seen.summary(), gap_p,
                           fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
-                                       min_psr))
+                                       min_psr, health), health)
 
     # -- persistence ------------------------------------------------------------------------
 
@@ -328,6 +332,10 @@ class WalkForwardTrainer:
         ctx.best_sharpe, ctx.best_epoch = extra["best_sharpe"], extra["best_epoch"]
         ctx.start_epoch = extra["epoch"] + 1
         self._truncate_logs(ctx.fold.index, extra["epoch"])
+        run_log = self.run_dir / "run.jsonl"
+        if run_log.exists():  # the health checks read the fold's epochs before the resume too
+            ctx.epochs = [doc for doc in map(json.loads, run_log.read_text().splitlines())
+                          if doc["fold"] == ctx.fold.index]
 
     def _truncate_logs(self, fold: int, last_epoch: int) -> None:
         """Drop log lines of the interrupted fold written after its last checkpointed epoch."""

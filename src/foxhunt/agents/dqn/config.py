@@ -33,6 +33,13 @@ class AgentConfig(StrictConfig):
         default=-10.0, description="support low end; rewards are volatility-scaled"
     )
     v_max: float = 10.0
+    support: Literal["fixed", "adaptive"] = Field(
+        default="fixed",
+        description="C51 support: fixed at [v_min, v_max], or adaptive: each end follows the "
+        "1st/99th percentile of the bootstrap targets' values (r + gamma^m E[Z]) with a slow "
+        "EMA plus a margin, on the device in every update, never inside [v_min, v_max] and at "
+        "most 4 widths beyond it; it restarts from [v_min, v_max] every fold",
+    )
     noisy: bool = Field(default=True, description="noisy linear layers in the heads")
     noisy_trunk: bool = Field(default=False, description="noisy linear layers in the trunk too")
     sigma0: float = Field(default=0.5, gt=0)
@@ -66,6 +73,8 @@ class AgentConfig(StrictConfig):
     def _support_ordered(self) -> AgentConfig:
         if not self.v_min < self.v_max:
             raise ValueError(f"v_min ({self.v_min}) must be below v_max ({self.v_max})")
+        if self.support == "adaptive" and self.head != "c51":
+            raise ValueError('support = "adaptive" needs head = "c51" (IQN has no support)')
         return self
 
     @property

@@ -32,7 +32,17 @@ class LossOutput(NamedTuple):
     td_abs: Tensor
     """[B], detached, non-negative: the per-sample Q loss, for new replay priorities."""
     metrics: dict[str, Tensor]
-    """0-dim detached device tensors: loss, q_loss, aux_loss, mean_q, target_q."""
+    """0-dim detached device tensors: loss, q_loss, aux_loss, mean_q, target_q, and the
+    diagnostics of `DIAGNOSTICS` (C51 also `C51_DIAGNOSTICS`)."""
+
+
+DIAGNOSTICS = ("q_spread", "is_weight_mean", "is_weight_min", "is_weight_max")
+"""Per-batch diagnostics every head reports beside its loss: the standard deviation over the
+batch of the taken actions' expected Q (mean over branches), and the batch's IS weights."""
+C51_DIAGNOSTICS = ("edge_mass", "target_edge_mass")
+"""C51's probability mass on the support's two end atoms, in the online distributions of the
+taken actions and in their projected targets (mean over samples and branches): mass piling
+there means values beyond the support, clamped onto it."""
 
 
 def take_action(values: Tensor, actions: Tensor) -> Tensor:
@@ -76,24 +86,48 @@ def direction_loss(aux_logits: Tensor, labels: Tensor) -> Tensor:
     return (ce * mask).sum() / mask.sum().clamp(min=1.0)
 
 
+def edge_mass(probs: Tensor) -> Tensor:
+    """Mean probability on the first and last atom of distributions [..., atoms]."""
+    return (probs[..., 0] + probs[..., -1]).float().mean()
+
+
+@torch.no_grad()
+def taken_edge_mass(value: Tensor, adv: Tensor, actions: Tensor) -> Tensor:
+    """`edge_mass` of the taken actions' distributions, from the raw dueling streams (value
+    [B, K], uncentred adv [B, Br, A, K]) as the network combines them."""
+    adv = adv.float()
+    logits = value.float()[:, None, :] + take_action(adv, actions) - adv.mean(dim=-2)
+    return edge_mass(logits.softmax(dim=-1))
+
+
 def _finish(
     per_sample: Tensor,
     weights: Tensor,
     aux_logits: Tensor,
     labels: Tensor,
     config: AgentConfig,
-    mean_q: Tensor,
+    q: Tensor,
     target_q: Tensor,
+    extra: dict[str, Tensor] | None = None,
 ) -> LossOutput:
+    """The loss and its metrics from each sample's loss and taken-action Q [B] (mean over
+    branches); `extra` adds head-specific metrics."""
     q_loss = (weights * per_sample).mean()
     aux_loss = direction_loss(aux_logits, labels)
     loss = q_loss + config.aux_weight * aux_loss
+    q = q.detach().float()
+    w = weights.float()
     metrics = {
         "loss": loss.detach(),
         "q_loss": q_loss.detach(),
         "aux_loss": aux_loss.detach(),
-        "mean_q": mean_q.detach(),
+        "mean_q": q.mean(),
         "target_q": target_q.detach(),
+        "q_spread": q.std(correction=0),
+        "is_weight_mean": w.mean(),
+        "is_weight_min": w.amin(),
+        "is_weight_max": w.amax(),
+        **(extra or {}),
     }
     return LossOutput(loss, per_sample.detach(), metrics)
 
@@ -129,15 +163,76 @@ def c51_terms(
     also the new priority. With dueling streams it is computed from their raw outputs by
     `c51_kernel.c51_taken_loss` (one Triton kernel each way where Triton runs, its torch
     reference elsewhere)."""
+    edges = {"target_edge_mass": edge_mass(target_p)}
     if out.value is not None:
         per_sample, q, target_q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
-        return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q.mean(),
-                       target_q.mean())
+        edges["edge_mass"] = taken_edge_mass(out.value, out.adv, actions)
+        return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q,
+                       target_q.mean(), edges)
     target_q = (target_p * support).sum(dim=-1).mean()
     log_p = take_action(out.log_probs, actions)
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
-    mean_q = (log_p.detach().exp() * support).sum(dim=-1).mean()
-    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, mean_q, target_q)
+    p = log_p.detach().exp()
+    edges["edge_mass"] = edge_mass(p)
+    q = (p * support).sum(dim=-1).mean(dim=-1)
+    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q, target_q,
+                   edges)
+
+
+SUPPORT_QUANTILES = (0.01, 0.99)
+"""The percentiles of the bootstrap targets' values that an adaptive support covers: the
+extremes of one batch are single samples, these move with the bulk of the tail."""
+SUPPORT_RATE = 0.01
+"""Share of the way each end of an adaptive support moves toward its goal per update: a time
+constant of 100 updates, slow beside the batch-to-batch noise of the percentiles and beside the
+learning rate, so the atoms' meaning drifts little between the update that stages a target and
+the one that trains on it."""
+SUPPORT_MARGIN = 0.1
+"""Room beyond the covered percentiles, as a share of the support's current width: the EMA
+approaches its goal only asymptotically, and the goal lies this far beyond the values."""
+SUPPORT_MAX_WIDEN = 4.0
+"""An adaptive end moves at most this many configured widths beyond the configured end: a
+diverging value estimate then piles mass at the support's edge (which the health checks name)
+instead of carrying the support away with it."""
+
+
+@torch.no_grad()
+def target_value_bounds(next_log_probs: Tensor, returns: Tensor, discounts: Tensor,
+                        support: Tensor) -> Tensor:
+    """[2] float32: the `SUPPORT_QUANTILES` over samples and branches of the bootstrap targets'
+    values r + gamma^m E[Z_target(s', a*)], before projection clamps them to the support;
+    next_log_probs [B, Br, K] (a*'s rows), returns and discounts [B]."""
+    q = (next_log_probs.float().exp() * support).sum(dim=-1)
+    values = (returns.float()[:, None] + discounts.float()[:, None] * q).flatten().sort().values
+    last = values.numel() - 1
+    return torch.stack([values[int(p * last)] for p in SUPPORT_QUANTILES])
+
+
+def support_limits(config: AgentConfig, device: torch.device | str | None = None) -> Tensor:
+    """[2, 2]: the innermost ends (the configured [v_min, v_max]) and the outermost ends
+    (`SUPPORT_MAX_WIDEN`) an adaptive support may take."""
+    widen = SUPPORT_MAX_WIDEN * (config.v_max - config.v_min)
+    return torch.tensor([[config.v_min, config.v_max],
+                         [config.v_min - widen, config.v_max + widen]], device=device)
+
+
+@torch.no_grad()
+def adapt_support(support: Tensor, bounds: Tensor, limits: Tensor) -> None:
+    """One EMA step of an adaptive C51 support, in place (a CUDA graph keeps reading it): each
+    end moves `SUPPORT_RATE` of the way toward the seen `bounds` [2] (`target_value_bounds`)
+    widened by `SUPPORT_MARGIN` of the current width, held between `limits` (`support_limits`),
+    and the atoms stay evenly spaced between the ends. An end that would move inside the
+    configured support stays there, so targets within it leave the support bit for bit as it
+    was."""
+    ends = torch.stack((support[0], support[-1]))
+    margin = SUPPORT_MARGIN * (ends[1] - ends[0])
+    goal = torch.stack((bounds[0] - margin, bounds[1] + margin))
+    moved = torch.lerp(ends, goal, SUPPORT_RATE)
+    moved = torch.stack((moved[0].clamp(limits[1, 0], limits[0, 0]),
+                         moved[1].clamp(limits[0, 1], limits[1, 1])))
+    steps = torch.linspace(0.0, 1.0, support.shape[0], device=support.device)
+    spaced = torch.lerp(moved[0].expand_as(support), moved[1].expand_as(support), steps)
+    support.copy_(torch.where((moved == ends).all(), support, spaced))
 
 
 def quantile_huber(td: Tensor, taus: Tensor, kappa: float) -> Tensor:
@@ -185,7 +280,7 @@ def iqn_terms(
         out.aux_logits,
         direction_labels,
         config,
-        quantiles.detach().mean(),
+        quantiles.detach().mean(dim=(-2, -1)),
         target_q.mean(),
     )
 

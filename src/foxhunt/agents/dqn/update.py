@@ -71,8 +71,9 @@ def bootstrap_target(online: BranchingQNetwork, target: BranchingQNetwork, batch
     next_z = _taken(next_p, a_star)  # [B, Br, K or N']
     if c.head == "iqn":
         return ret[:, :, None] + discount[:, :, None] * next_z
-    dz = (c.v_max - c.v_min) / (c.atoms - 1)
-    b = ((ret + discount * online.support).clamp(c.v_min, c.v_max) - c.v_min) / dz  # [B, K]
+    z = online.support  # evenly spaced; an adaptive support has moved its ends
+    dz = (z[-1] - z[0]) / (c.atoms - 1)
+    b = ((ret + discount * z).clamp(z[0], z[-1]) - z[0]) / dz  # [B, K]
     atoms = torch.arange(c.atoms, device=b.device)
     hat = (1 - (b[:, :, None] - atoms).abs()).clamp(min=0)  # share of atom i landing on j
     return torch.einsum("bri,bij->brj", next_z, hat)
