@@ -3,9 +3,24 @@ numbers only."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from foxhunt.training.verdict import COLLAPSED_FLAT, NO_EDGE, deploy_decision, fold_verdict
+from foxhunt.training.verdict import (
+    COLLAPSED_FLAT,
+    CONCENTRATED,
+    DEAD_SIGMA_SHARE,
+    DIVERGING_EDGE_MASS,
+    DIVERGING_GROWTH,
+    GROWTH_FLOOR,
+    NO_EDGE,
+    dead_exploration,
+    deploy_decision,
+    diverging,
+    fold_verdict,
+    health_notes,
+)
 
 
 def window(sharpe: float, psr: float | None, flat: float = 0.3) -> dict:
@@ -60,3 +75,78 @@ def test_a_policy_that_never_leaves_flat_on_validation_has_collapsed():
 def test_large_sharpes_print_without_decimals():
     line = fold_verdict(0, "flat", window(-211.4, 0.0), None, None, 0.95)
     assert line == "fold 0: no edge: flat (val Sharpe -211, PSR 0.00)"
+
+
+def epoch(k: int, **over) -> dict:
+    """A run.jsonl line of a healthy C51 epoch, with `over` changed."""
+    line = {"fold": 0, "epoch": k, "updates": 100.0, "loss": 2.0, "q_loss": 1.9, "mean_q": 0.4,
+            "target_q": 0.5, "grad_norm": 0.3, "td_p99": 2.5, "edge_mass": 0.2,
+            "target_edge_mass": 0.2, "v_min": -10.0, "v_max": 10.0, "noisy_sigma": 0.08,
+            "action_mix": [[0.5, 0.3, 0.2], [0.4, 0.4, 0.2], [0.6, 0.2, 0.2]]}
+    return line | over
+
+
+def test_a_healthy_run_has_no_health_notes():
+    assert health_notes([epoch(k) for k in range(6)]) == []
+    assert health_notes([]) == []
+
+
+def test_non_finite_metrics_are_diverging():
+    epochs = [epoch(0), epoch(1, loss=math.nan), epoch(2, mean_q=math.inf)]
+    assert diverging(epochs) == "diverging (non-finite loss at epoch 1)"
+    # epochs before learning starts report zeros, not estimates
+    assert diverging([epoch(0, updates=0.0, mean_q=math.nan), epoch(1)]) is None
+
+
+def test_c51_mass_piling_on_the_support_edges_is_diverging():
+    line = diverging([epoch(0), epoch(1, target_edge_mass=DIVERGING_EDGE_MASS)])
+    assert line == "diverging (50% of C51 mass on the support's edges: values beyond [-10, 10])"
+    assert diverging([epoch(0), epoch(1, edge_mass=DIVERGING_EDGE_MASS - 0.01)]) is None
+
+
+def test_q_growing_steadily_without_bound_is_diverging():
+    q = [0.5, 1.0, 2.0, 4.0, 8.0, 12.0]
+    epochs = [epoch(k, mean_q=-v) for k, v in enumerate(q)]
+    assert diverging(epochs) == "diverging (|mean Q| 0.5 -> 12 over 6 epochs)"
+    # grown as much, but not over the last DIVERGING_EPOCHS epochs in a row
+    dip = [*q[:-2], 2.0, 12.0]
+    assert diverging([epoch(k, mean_q=v) for k, v in enumerate(dip)]) is None
+    # growth from values near 0 is judged from GROWTH_FLOOR
+    small = [0.01, 0.02, 0.04, 0.08, 0.5, 9.0]
+    assert diverging([epoch(k, mean_q=v) for k, v in enumerate(small)]) is None
+    assert DIVERGING_GROWTH * GROWTH_FLOOR > 9.0
+
+
+def test_a_growing_loss_is_diverging():
+    epochs = [epoch(k, loss=v) for k, v in enumerate([2.0, 5.0, 9.0, 14.0, 25.0])]
+    assert diverging(epochs) == "diverging (loss 2.0 -> 25 over 5 epochs)"
+
+
+CONCENTRATED_MIX = [[CONCENTRATED, 0.01, 0.0], [0.0, 1.0, 0.0], [0.005, 0.005, 0.99]]
+
+
+def test_collapsed_noise_with_one_action_per_branch_is_dead_exploration():
+    epochs = [epoch(0), epoch(1, noisy_sigma=0.004, action_mix=CONCENTRATED_MIX)]
+    assert dead_exploration(epochs) == ("dead exploration (noisy sigma 0.004, 5% of its start; "
+                                        "one action >= 99% of collect steps in every branch)")
+    # the noise alone, or the concentration alone, is not enough
+    assert dead_exploration([epoch(0), epoch(1, noisy_sigma=0.004)]) is None
+    sigma = epoch(0)["noisy_sigma"] * DEAD_SIGMA_SHARE * 1.01
+    assert dead_exploration([epoch(0), epoch(1, noisy_sigma=sigma,
+                                           action_mix=CONCENTRATED_MIX)]) is None
+    spread = [CONCENTRATED_MIX[0], [0.5, 0.5, 0.0], CONCENTRATED_MIX[2]]
+    assert dead_exploration([epoch(0), epoch(1, noisy_sigma=0.0, action_mix=spread)]) is None
+
+
+def test_without_noisy_layers_one_action_per_branch_is_dead_exploration():
+    epochs = [{k: v for k, v in epoch(k).items() if k != "noisy_sigma"} for k in range(2)]
+    epochs[-1]["action_mix"] = CONCENTRATED_MIX
+    assert dead_exploration(epochs) == ("dead exploration (no noisy layers; one action >= 99% "
+                                        "of collect steps in every branch)")
+
+
+def test_the_verdict_ends_with_the_health_notes():
+    health = health_notes([epoch(0), epoch(1, loss=math.nan)])
+    line = fold_verdict(0, "flat", window(0.0, 0.4), None, None, 0.95, health)
+    assert line == ("fold 0: no edge: flat (val Sharpe 0.0, PSR 0.40); "
+                    "diverging (non-finite loss at epoch 1)")

@@ -1,12 +1,15 @@
 """Whether a fold deploys its agent, and a one-line verdict on what its run showed.
 
 Both read validation and training-window numbers only, never the test window's: the deploy
-decision is part of model selection, and the test window judges what it chose.
+decision is part of model selection, and the test window judges what it chose. The health
+checks (`health_notes`) read the fold's run.jsonl lines, which are training diagnostics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any, Literal
 
 NO_EDGE = "no edge: flat"
@@ -14,6 +17,31 @@ COLLAPSED_FLAT = 0.99
 """Share of validation bars spent flat from which a policy counts as collapsed to flat."""
 
 Deployed = Literal["agent", "flat"]
+
+DIVERGING_EDGE_MASS = 0.5
+"""Share of C51's probability on the support's two end atoms (online or projected target, last
+epoch) from which the values count as running off the support: a uniform distribution puts
+2 / atoms there (0.18 at 11 atoms, 0.04 at 51), and at half the mass most targets are clamped,
+so the distributions no longer say what the returns are."""
+DIVERGING_GROWTH = 10.0
+"""Factor by which |mean Q| or the loss must have grown from the fold's first epoch with updates
+to its last to count as growing without bound: value estimates settle within a few times their
+early scale while they learn, and bootstrapping that feeds on itself grows geometrically."""
+DIVERGING_EPOCHS = 3
+"""Epochs in a row of growth, up to the last, that the growth must also show: one late jump is
+noise, a steady climb is the feedback loop of divergence."""
+GROWTH_FLOOR = 1.0
+"""|mean Q| or loss below which growth is not judged: rewards are volatility-scaled, so a value
+of one unit is about one bar's typical move, and ratios between numbers near 0 mean nothing."""
+HEALTH_METRICS = ("loss", "q_loss", "mean_q", "target_q", "grad_norm", "td_p99")
+"""The run.jsonl update metrics that must stay finite."""
+CONCENTRATED = 0.99
+"""Share of the collect steps on one action from which a branch counts as deterministic: the
+noisy policy's collect steps then try nothing else."""
+DEAD_SIGMA_SHARE = 0.1
+"""The noisy layers' mean |sigma| at the fold's last epoch, as a share of its first, at or
+below which the noise has collapsed: learning shrinks sigma where noise costs, and a tenth of
+its start no longer moves a greedy choice that is concentrated everywhere."""
 
 
 def deploy_decision(val_psr: float | None, min_psr: float) -> tuple[Deployed, str]:
@@ -26,12 +54,14 @@ def deploy_decision(val_psr: float | None, min_psr: float) -> tuple[Deployed, st
 
 
 def fold_verdict(fold: int, deployed: str, val: Mapping[str, Any],
-                 train_eval: Mapping[str, Any] | None, gap_p: float | None, min_psr: float) -> str:
+                 train_eval: Mapping[str, Any] | None, gap_p: float | None, min_psr: float,
+                 health: Sequence[str] = ()) -> str:
     """One line: what the fold deployed and why, then what the run shows where it shows it:
     memorising (on the training slice a significant edge of its own, and a Sharpe significantly
-    above validation's, both at the deploy level and above even odds) or collapsed to flat (no
-    position on at least `COLLAPSED_FLAT` of the validation bars). `val` and `train_eval` are
-    rollout summaries (`WindowResult.summary`); `gap_p` is P(train Sharpe > val Sharpe)."""
+    above validation's, both at the deploy level and above even odds), collapsed to flat (no
+    position on at least `COLLAPSED_FLAT` of the validation bars), and the `health` notes
+    (`health_notes`). `val` and `train_eval` are rollout summaries (`WindowResult.summary`);
+    `gap_p` is P(train Sharpe > val Sharpe)."""
     head = "deployed agent" if deployed == "agent" else NO_EDGE
     psr = val.get("psr")
     psr_text = "n/a" if psr is None else f"{psr:.2f}"
@@ -43,7 +73,63 @@ def fold_verdict(fold: int, deployed: str, val: Mapping[str, Any],
                      f"{_num(val['sharpe'])})")
     if val.get("flat", 0.0) >= COLLAPSED_FLAT:
         notes.append(f"collapsed to flat (flat {val['flat']:.0%} of validation bars)")
-    return "; ".join([out, *notes])
+    return "; ".join([out, *notes, *health])
+
+
+def health_notes(epochs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the fold's run.jsonl lines (in epoch order) show of divergence and of dead
+    exploration, as verdict notes."""
+    return [note for note in (diverging(epochs), dead_exploration(epochs)) if note]
+
+
+def diverging(epochs: Sequence[Mapping[str, Any]]) -> str | None:
+    """A note when the value estimates run away, judged on the epochs with updates: a
+    non-finite `HEALTH_METRICS` value; C51 mass at the support's edges of at least
+    `DIVERGING_EDGE_MASS` in the last epoch; or |mean Q| or the loss grown `DIVERGING_GROWTH`
+    times (from at least `GROWTH_FLOOR`) and growing over the last `DIVERGING_EPOCHS` epochs."""
+    learned = [e for e in epochs if e.get("updates", 0) > 0]
+    if not learned:
+        return None
+    for e in learned:
+        for key in HEALTH_METRICS:
+            if key in e and not math.isfinite(e[key]):
+                return f"diverging (non-finite {key} at epoch {e['epoch']})"
+    last = learned[-1]
+    edge = max(last.get("edge_mass", 0.0), last.get("target_edge_mass", 0.0))
+    if edge >= DIVERGING_EDGE_MASS:
+        return (f"diverging ({edge:.0%} of C51 mass on the support's edges: values beyond "
+                f"[{last.get('v_min', math.nan):.3g}, {last.get('v_max', math.nan):.3g}])")
+    for key, label in (("mean_q", "|mean Q|"), ("loss", "loss")):
+        series = [abs(e[key]) for e in learned if key in e]
+        if _runaway(series):
+            return (f"diverging ({label} {_num(series[0])} -> {_num(series[-1])} over "
+                    f"{len(series)} epochs)")
+    return None
+
+
+def _runaway(series: Sequence[float]) -> bool:
+    tail = series[-DIVERGING_EPOCHS - 1:]
+    return (len(tail) > DIVERGING_EPOCHS and all(b > a for a, b in pairwise(tail))
+            and series[-1] >= DIVERGING_GROWTH * max(series[0], GROWTH_FLOOR))
+
+
+def dead_exploration(epochs: Sequence[Mapping[str, Any]]) -> str | None:
+    """A note when the last epoch's collect steps took one action at least `CONCENTRATED` of
+    the time in every branch while the noise that should vary them has gone: the noisy layers'
+    mean |sigma| at most `DEAD_SIGMA_SHARE` of the fold's first epoch's, or no noisy layers."""
+    if not epochs or not epochs[-1].get("action_mix"):
+        return None
+    last = epochs[-1]
+    top = min(max(branch) for branch in last["action_mix"])
+    if top < CONCENTRATED:
+        return None
+    mix = f"one action >= {top:.0%} of collect steps in every branch"
+    if "noisy_sigma" not in last:
+        return f"dead exploration (no noisy layers; {mix})"
+    start, now = epochs[0]["noisy_sigma"], last["noisy_sigma"]
+    if start <= 0 or now > DEAD_SIGMA_SHARE * start:
+        return None
+    return f"dead exploration (noisy sigma {now:.2g}, {now / start:.0%} of its start; {mix})"
 
 
 def _at_least(p: float | None, level: float) -> bool:
