@@ -56,7 +56,7 @@ class UpdateSteps(Protocol):
     def reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor: ...
     def stage_next(self) -> StagedBatch: ...
     def adopt(self, *staged: Tensor) -> None: ...
-    def apply_gradients(self, metrics: dict[str, Tensor], td_p99: Tensor) -> None: ...
+    def apply_gradients(self, metrics: dict[str, Tensor], replay_stats: Tensor) -> None: ...
 
 
 class HotPath:
@@ -157,11 +157,11 @@ class HotPath:
         with side.branch(0):
             s.draw_next_noise()
             side.wait(0, 1)
-            td_p99 = s.reprioritise(batch.index, loss.td_abs)
+            replay_stats = s.reprioritise(batch.index, loss.td_abs)
         s.backward(loss.loss)
         side.join(0)
         with side.branch(0):
             s.adopt(*staged)
         side.join(1)  # Adam writes the weights that Polyak and a* read
-        s.apply_gradients(loss.metrics, td_p99)
+        s.apply_gradients(loss.metrics, replay_stats)
         side.join()
