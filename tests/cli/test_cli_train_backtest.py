@@ -147,3 +147,33 @@ def test_mistakes_are_one_line(capsys, argv, needle):
     run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "500")
     code, out, err = run(capsys, *argv)
     assert code != 0 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_the_report_shows_what_each_fold_deployed(trained, monkeypatch):
+    """A fold that deployed flat (no edge on validation) is flat in the report's agent row: its
+    checkpoint is not what traded, so it is not backtested; the fold table says what was
+    deployed."""
+    from foxhunt.report import run as report_run
+
+    def no_checkpoint(*args, **kwargs):
+        raise AssertionError("a fold that deployed flat had its checkpoint backtested")
+
+    monkeypatch.setattr(report_run, "checkpoint_policy", no_checkpoint)
+    from foxhunt.data.instruments import InstrumentRegistry
+    from foxhunt.data.synth import SynthConfig, generate
+    from foxhunt.report.run import backtest_run, read_run, run_report_data
+
+    _, run_dir, _ = trained
+    folds_file = run_dir / "folds.json"
+    folds = json.loads(folds_file.read_text())
+    for fold in folds:
+        fold["deployed"], fold["verdict"] = "flat", f"fold {fold['fold']}: no edge: flat"
+    folds_file.write_text(json.dumps(folds))
+    bars = generate(SynthConfig(n_bars=3000, seed=4, signal_strength=0.3)).bars  # as stored
+    per_fold = backtest_run(run_dir, bars, InstrumentRegistry.load().get("SYN"), device="cpu")
+    for results in per_fold:
+        agent = next(r for r in results if r.name == "agent")
+        assert agent.metrics["trades"] == 0
+    data = run_report_data(run_dir, per_fold)
+    assert [f["deployed"] for f in data["folds"]] == ["flat"] * len(folds)
+    assert read_run(run_dir)["folds.json"][0]["verdict"].endswith("no edge: flat")

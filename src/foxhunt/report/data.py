@@ -33,6 +33,9 @@ class Fold:
     val: dict[str, Any]
     test: dict[str, Any]
     baselines: dict[str, dict[str, Any]]
+    deployed: str | None = None
+    """"agent" or "flat" (the deploy rule); None for runs from before the rule."""
+    verdict: str | None = None
 
 
 @dataclass(frozen=True)
@@ -177,7 +180,14 @@ def _fold(raw: Any, where: str) -> Fold:
         val=_metric_dict(d.get("val") or {}, f"{where}.val"),
         test=_metric_dict(_require(d, "test", where), f"{where}.test"),
         baselines=baselines,
+        deployed=_optional_text(d, "deployed", where),
+        verdict=_optional_text(d, "verdict", where),
     )
+
+
+def _optional_text(d: dict[str, Any], key: str, where: str) -> str | None:
+    value = d.get(key)
+    return None if value is None else _text(value, f"{where}.{key}")
 
 
 def _trade(raw: Any, where: str) -> Trade:

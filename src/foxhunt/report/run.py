@@ -50,7 +50,8 @@ def read_run(run_dir: Path) -> dict[str, Any]:
 def backtest_run(run_dir: Path, bars: Bars, instrument: Instrument, *, costs: bool = True,
                  device: str | None = None, periods_per_year: float | None = None,
                  baselines: tuple[str, ...] = BASELINES) -> list[list[BacktestResult]]:
-    """Per fold: [agent, *baselines] over the fold's test window."""
+    """Per fold: [agent, *baselines] over the fold's test window; "agent" is what the fold
+    deployed: its checkpoint, or flat where the deploy rule found no edge on validation."""
     docs = read_run(run_dir)
     spec = TrainingSpec.model_validate(docs["spec.json"])
     features = FeatureConfig.model_validate(docs[SOURCE_FILE]["features"])
@@ -60,8 +61,11 @@ def backtest_run(run_dir: Path, bars: Bars, instrument: Instrument, *, costs: bo
         if stop > len(bars):
             raise FoxhuntError(f"{run_dir}: fold {fold['fold']} tests bars up to {stop}, the series "
                                f"has {len(bars)}; backtest it on the series it was trained on")
-        policies = {"agent": checkpoint_policy(fold["checkpoint"], bars, instrument, device,
-                                               features=features, label="agent")}
+        if fold.get("deployed") == "flat":
+            policies = {"agent": parse_strategy("flat")}
+        else:
+            policies = {"agent": checkpoint_policy(fold["checkpoint"], bars, instrument, device,
+                                                   features=features, label="agent")}
         policies.update({name: parse_strategy(name) for name in baselines})
         out.append(run_backtest(bars, instrument, policies=policies, windows=[(start, stop)],
                                 env_config=spec.env, costs=costs, device=device,
@@ -82,7 +86,8 @@ def run_report_data(run_dir: Path, per_fold: list[list[BacktestResult]]) -> dict
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "symbol": source["symbol"],
         "bars": source["bars"],
-        "folds": [{k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines")}
+        "folds": [{k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines",
+                                        "deployed", "verdict") if k in fold}
                   for fold in docs["folds.json"]],
         "training": docs["training"],
         "series": series,

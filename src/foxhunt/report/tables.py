@@ -106,7 +106,7 @@ def folds_section(data: ReportData) -> str:
     head = (
         "<tr><th>Fold</th>"
         + "".join(f"<th>{escape(label(w))} window</th>" for w in wins)
-        + "<th class=num>Best epoch</th>"
+        + "<th class=num>Best epoch</th><th>Deployed</th>"
         + "".join(f"<th class=num>{t}</th>" for _, _, t in cols)
         + "</tr>"
     )
@@ -120,20 +120,23 @@ def folds_section(data: ReportData) -> str:
                 text = f"{fmt_window_bound(pair[0])} \u2013 {fmt_window_bound(pair[1])}"
             cells.append(f'<td class="win">{escape(text)}</td>')
         cells.append(_num_cell(fmt_integer(f.best_epoch)))
+        deployed = {"agent": "agent", "flat": "no edge: flat"}.get(f.deployed or "", DASH)
+        cells.append(f'<td title="{escape(f.verdict or "")}">{escape(deployed)}</td>')
         for part, name, _ in cols:
             v = pick(getattr(f, part), name)
             signed = name not in ("trades", "max_drawdown")
             cells.append(_num_cell(fmt_metric(name, v), _sign_class(v) if signed else ""))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     if len(folds) > 1:
-        cells = ["<td>Mean</td>"] + ["<td></td>"] * (len(wins) + 1)
+        cells = ["<td>Mean</td>"] + ["<td></td>"] * (len(wins) + 2)
         for part, name, _ in cols:
             mean = _mean(pick(getattr(f, part), name) for f in folds)
             cells.append(_num_cell(fmt_metric(name, mean)))
         rows.append('<tr class="mean">' + "".join(cells) + "</tr>")
     return (
         '<section id="folds"><h2>Walk-forward folds</h2>'
-        '<p class="lead">Validation picks the checkpoint (best epoch); the test window is '
+        '<p class="lead">Validation picks the checkpoint (best epoch) and decides whether the '
+        "fold deploys it or stays flat (no significant edge on validation); the test window is "
         "seen once, after training.</p>"
         + _table(head, rows)
         + baselines_table(folds)
