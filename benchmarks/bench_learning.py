@@ -220,6 +220,10 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
             for key in ("deployed", "reason"):
                 if hasattr(report, key):
                     row[f"agent_{key}"] = getattr(report, key)
+            # And what the chosen model would have done there, had it been deployed.
+            if getattr(report, "undeployed_test", None) is not None:
+                row["test"]["agent_undeployed"] = {k: report.undeployed_test[k] for k in
+                                                   ("sharpe", "return", "trades", "flat")}
             # The trainer's own buy-and-hold rollout: the same fill model, so it should match.
             row["trainer_buy_and_hold_sharpe"] = report.baselines["buy_and_hold"]["sharpe"]
     return doc

@@ -64,6 +64,7 @@ def test_a_strong_validation_edge_deploys_the_agent(market, tmp_path):
     expected = rollout(trainer.policy, ctx.test_market, trainer.spec.env, ctx.fold.test,
                        trainer.spec.train.capital, 1).summary()
     assert report.test == expected and report.test["trades"] > 0 and report.test["sharpe"] > 10
+    assert report.undeployed_test is None  # `test` is the agent's own result
 
 
 def test_no_validation_edge_deploys_flat_and_says_so(market, tmp_path):
@@ -80,6 +81,19 @@ def test_no_validation_edge_deploys_flat_and_says_so(market, tmp_path):
     doc = json.loads((tmp_path / "folds.json").read_text())[0]
     assert doc["deployed"] == "flat" and doc["verdict"] == report.verdict
     assert read_checkpoint(tmp_path / "checkpoints" / "fold0.pt")["extra"]["deployed"] == "flat"
+
+
+def test_an_undeployed_fold_still_reports_what_its_model_would_have_done(market, tmp_path):
+    """For research: the reversed oracle, kept flat by the rule, loses on the test window, and
+    the report says by how much, apart from the deployed (flat) result."""
+    trainer, report = run_policy(market, tmp_path, -1.0)
+    ctx = trainer.start_fold(trainer.folds[0])
+    expected = rollout(trainer.policy, ctx.test_market, trainer.spec.env, ctx.fold.test,
+                       trainer.spec.train.capital, 1).summary()
+    assert report.undeployed_test == expected and expected["sharpe"] < -10
+    assert report.test == report.baselines["flat"]
+    doc = json.loads((tmp_path / "folds.json").read_text())[0]
+    assert doc["undeployed_test"] == expected
 
 
 def test_the_level_is_the_deploy_min_psr_key(market, tmp_path):

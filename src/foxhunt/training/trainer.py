@@ -74,6 +74,10 @@ class FoldReport:
     gap_p: float | None  # P(its true Sharpe on the training slice > on validation)
     verdict: str
     health: list[str] = field(default_factory=list)  # `verdict.health_notes` of its epochs
+    undeployed_test: dict[str, Any] | None = None
+    """Where the fold deployed flat: what the chosen model would have done on the test window,
+    for research only (the deploy decision never sees it); None where the agent was deployed
+    (`test` is then its result)."""
 
     def row(self) -> dict[str, Any]:
         return {"fold": self.fold, "best_epoch": self.best_epoch,
@@ -279,8 +283,8 @@ class WalkForwardTrainer:
             for name, policy in (("flat", constant_policy((0, 0, 0))),
                                  ("buy_and_hold", constant_policy(FULL_LONG)))
         }
-        test = (self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
-                if deployed == "agent" else dict(baselines["flat"]))
+        agent_test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
+        test = agent_test if deployed == "agent" else dict(baselines["flat"])
         path = save_checkpoint(
             self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
             self.spec.model_dump(mode="json"),
@@ -295,7 +299,8 @@ class WalkForwardTrainer:
         return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test,
                           baselines, str(path), deployed, reason, seen.summary(), gap_p,
                           fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
-                                       min_psr, health), health)
+                                       min_psr, health), health,
+                          None if deployed == "agent" else agent_test)
 
     # -- persistence ------------------------------------------------------------------------
 
