@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from _common import emit, log, resolve_device
 
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
@@ -53,7 +52,6 @@ from foxhunt.metrics import periods_per_year
 from foxhunt.profiles import choose_profile
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.trainer import WalkForwardTrainer
-from foxhunt.training.walkforward import WalkForwardSplit
 
 AR_SIGNAL = 0.3
 SYNTH_MARKETS = ("ar", "trend", "reversion", "regime", "garch_noise")
@@ -171,17 +169,6 @@ def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
     return spec.sized_for(choose_profile(None).profile)
 
 
-def fit_episode(spec: TrainingSpec, market: Market, pipeline: FeaturePipeline) -> TrainingSpec:
-    """Shorten the episode where a short real series' windows are smaller than one episode
-    (the trainer needs windows of episode_len + 2 bars); recorded in the JSON."""
-    first = pipeline.warmup + spec.env.window - 1
-    folds = WalkForwardSplit(spec.walkforward, len(market.bars), first=first).folds()
-    shortest = min(min(len(f.train), len(f.val), len(f.test)) for f in folds)
-    if shortest >= spec.env.episode_len + 2:
-        return spec
-    return spec.with_overrides({"env": {"episode_len": max(8, shortest - 2)}}, "bench_learning")
-
-
 # -- one market x seed ------------------------------------------------------------------------
 
 
@@ -190,10 +177,12 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
     spec = agent_spec(args, seed)
     pipeline = FeaturePipeline(load_settings(args.config).settings.features,
                                market.instrument.session)
-    spec = fit_episode(spec, market, pipeline)
     run_dir = workdir / f"{market.name}-seed{seed}"
     trainer = WalkForwardTrainer(spec, market.bars, pipeline, market.instrument, run_dir, device,
                                  None, market.periods_per_year)
+    spec = trainer.spec  # with the episode length fitted to the shortest training window
+    for notice in trainer.notices:
+        log(f"{market.name}: {notice}")
     folds = trainer.folds
     t0 = time.perf_counter()
     baselines = [fold_baselines(market.bars, market.instrument, f, oracle_side=market.oracle_side,
