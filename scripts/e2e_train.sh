@@ -10,9 +10,9 @@ mkdir -p "$OUT" /tmp/site
 [ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 FOXHUNT_HOME=/tmp/fxhome
 rm -rf /tmp/fxhome "$OUT/e2e"
-python3 -m foxhunt data synth --symbol TRD --family trend --bars "$BARS" --seed 7 > /dev/null
+python3 -m foxhunt data synth --symbol SYN --family trend --bars "$BARS" --seed 7 > /dev/null
 start=$(date +%s.%N)
-python3 -m foxhunt train TRD --folds "$FOLDS" --out "$OUT/e2e" "$@" 2>&1 | tail -25
+python3 -m foxhunt train SYN --folds "$FOLDS" --out "$OUT/e2e" "$@" 2>&1 | tail -25
 end=$(date +%s.%N)
 python3 - "$OUT/e2e" "$start" "$end" <<'PY'
 import json, sys

@@ -54,6 +54,26 @@ def test_every_diagnostic_is_read_once_per_epoch(tmp_path, agent):
         assert m["noisy_sigma"] > 0
 
 
+@pytest.mark.parametrize("agent", [{}, {"head": "iqn"}], ids=["c51", "iqn"])
+def test_reading_the_diagnostics_changes_nothing_the_run_learns(tmp_path, agent):
+    probed, plain = trained(tmp_path / "a", agent), trained(tmp_path / "b", agent)
+    probed.read_metrics()
+    for learner in (probed, plain):
+        learner.run_collect(4)
+        learner.run_updates(5)
+    for a, b in zip(probed.online.parameters(), plain.online.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_the_diagnostics_are_of_one_staged_batch_and_not_of_each_update(tmp_path):
+    learner = trained(tmp_path, {})
+    assert "td_p50" not in UPDATE_METRICS and "edge_mass" not in UPDATE_METRICS
+    expected = learner.probe()
+    m = learner.read_metrics().update
+    for k, v in expected.items():
+        assert m[k] == pytest.approx(v.item())
+
+
 def test_the_edge_mass_from_the_dueling_streams_is_the_networks_distributions():
     torch.manual_seed(0)
     net = BranchingQNetwork(12, AgentConfig(hidden=16, atoms=11))

@@ -29,10 +29,10 @@ from torch import Tensor
 
 from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
 from foxhunt.agents.dqn.losses import (
-    C51_DIAGNOSTICS,
     DIAGNOSTICS,
     HEADS,
     adapt_support,
+    batch_diagnostics,
     greedy_next_actions,
     online_pass,
     support_limits,
@@ -49,13 +49,13 @@ from foxhunt.training.optim import ClippedAdam
 from foxhunt.training.walkforward import Window
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
-LOSS_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q", *DIAGNOSTICS)
-REPLAY_METRICS = ("td_p50", "td_p99", "priority_max")
-"""What `reprioritise` returns: the batch's TD-error (per-sample loss) median and 99th
-percentile, and the replay's running max priority."""
-UPDATE_METRICS = (*LOSS_METRICS, *C51_DIAGNOSTICS, "grad_norm", *REPLAY_METRICS, "updates")
-"""Every update's metrics, summed on the device and averaged per epoch (C51's only with a C51
-head); `updates` is their count."""
+LOSS_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q")
+UPDATE_METRICS = (*LOSS_METRICS, "grad_norm", "updates")
+"""Every update's metrics, summed on the device and averaged per epoch; `updates` is their
+count."""
+PROBE_METRICS = (*DIAGNOSTICS, "priority_max")
+"""`Learner.probe`'s diagnostics of one batch per epoch (C51 also `C51_DIAGNOSTICS`), beside
+the replay's running max priority."""
 COMPILED_STEPS = (
     "act", "draw_act_noise", "env_step", "store", "loss", "draw_next_noise", "reprioritise",
     "track_online", "stage", "stage_targets", "adopt", "apply_gradients",
@@ -131,15 +131,9 @@ class Learner:
         n_mix = a.n_branches * a.n_actions
         self.collect_acc = torch.zeros(t.n_envs, len(COLLECT_METRICS) + n_mix, device=device,
                                        dtype=torch.float64)
-        c51 = C51_DIAGNOSTICS if a.head == "c51" else ()
-        self._loss_metrics = (*LOSS_METRICS, *c51)
-        self.update_metrics = tuple(k for k in UPDATE_METRICS if k not in C51_DIAGNOSTICS or c51)
-        self.update_acc = torch.zeros(len(self.update_metrics), device=device,
-                                      dtype=torch.float64)
+        self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
-        self._p50_index = int(0.5 * (t.batch_size - 1))
-        self._p99_index = int(0.99 * (t.batch_size - 1))
         fast = self.fast
         fast.compile_steps(self, COMPILED_STEPS)
         self.act_noise = fast.captured(self.draw_act_noise)
@@ -225,12 +219,9 @@ class Learner:
         `apply_gradients` takes it."""
         self.online.draw_noise_ahead(self.generator)
 
-    def reprioritise(self, index: Tensor, td_abs: Tensor) -> Tensor:
-        """New priorities for the sampled transitions; returns `REPLAY_METRICS` [3]."""
+    def reprioritise(self, index: Tensor, td_abs: Tensor) -> None:
+        """New priorities for the sampled transitions."""
         self.replay.update_priorities(index, td_abs)
-        ordered = td_abs.float().sort().values
-        return torch.stack((ordered[self._p50_index], ordered[self._p99_index],
-                            self.replay.max_priority.float()))
 
     def stage_next(self, polyak: bool = True) -> StagedBatch:
         """Polyak's step of the target network, then the next batch and its bootstrap target."""
@@ -278,10 +269,10 @@ class Learner:
         for dst, src in zip(self.batch, staged, strict=True):
             dst.copy_(src)
 
-    def apply_gradients(self, metrics: dict[str, Tensor], replay_stats: Tensor) -> None:
+    def apply_gradients(self, metrics: dict[str, Tensor]) -> None:
         """Adam on the gradients clipped to grad_clip in total norm (`ClippedAdam`), the next
         update's noise and working weights, an adaptive support's step, and the update's
-        metrics summed (`replay_stats` from `reprioritise`).
+        metrics summed.
 
         The passes compute with working weights (`noisy.WorkingWeights`: mu + sigma * eps in
         the pass's dtype), so the gradients arrive there; the parameters' are derived from them
@@ -293,10 +284,10 @@ class Learner:
         self.online.compose_working_weights()
         if self.support_seen is not None:
             adapt_support(self.support, self.support_seen, self._support_limits)
-        self.update_acc += torch.cat((
-            torch.stack([metrics[k].float() for k in self._loss_metrics] + [grad_norm.float()]),
-            replay_stats.float(), torch.ones(1, device=self.device),
-        )).double()  # fmt: skip
+        self.update_acc += torch.stack(
+            [metrics[k].float() for k in LOSS_METRICS] + [grad_norm.float(),
+                                                          torch.ones((), device=self.device)]
+        ).double()
 
     def _updates(self) -> None:
         for _ in range(self.fast.update_block):
@@ -323,10 +314,29 @@ class Learner:
         with fast.precision():
             fast.repeat(self.update, self.update_block, fast.update_block, n)
 
+    @torch.no_grad()
+    def probe(self) -> dict[str, Tensor]:
+        """`PROBE_METRICS` of the batch staged for the next update (`prime` restages before any
+        update uses it), through the loss pass as an update runs it: diagnostics read once per
+        epoch instead of adding work to every update. Empty before the first update."""
+        batch = self.batch
+        if batch is None:
+            return {}
+        generator = None  # CPU: IQN's taus from a copy, leaving the run's own draws untouched
+        if self.generator is not None:
+            generator = torch.Generator(self.device).set_state(self.generator.get_state())
+        with self.fast.precision(), self.fast.autocast():
+            out = online_pass(self.online, batch.obs, self.spec.agent, generator)
+            terms = self._head.terms(out, batch.action, batch.target, batch.weight,
+                                     batch.labels, self.spec.agent, self.support)
+        diag = batch_diagnostics(terms, out, batch.action, batch.target, batch.weight,
+                                 self.spec.agent.head)
+        return {**diag, "priority_max": self.replay.max_priority.float()}
+
     def state_metrics(self) -> dict[str, Tensor]:
-        """0-dim device tensors of the learner's state as it stands: the online network's mean
-        |sigma| over its noisy weights, and the C51 support's ends."""
-        out = {}
+        """0-dim device tensors of the learner's state as it stands: `probe`'s diagnostics,
+        the online network's mean |sigma| over its noisy weights, and the C51 support's ends."""
+        out = self.probe()
         layers = self.online.noisy_layers()
         if layers:
             out["noisy_sigma"] = (sum(m.weight_sigma.detach().abs().sum() for m in layers)
@@ -340,7 +350,7 @@ class Learner:
         accumulators restart from zero."""
         a = self.spec.agent
         state = self.state_metrics()
-        n_collect, n_update = self.collect_acc.shape[1], len(self.update_metrics)
+        n_collect, n_update = self.collect_acc.shape[1], len(UPDATE_METRICS)
         flat = torch.cat((self.collect_acc.sum(0), self.update_acc,
                           torch.stack(list(state.values())).double() if state
                           else self.update_acc[:0])).tolist()
@@ -353,7 +363,7 @@ class Learner:
         mix = [[c / steps for c in counts[i * a.n_actions:(i + 1) * a.n_actions]]
                for i in range(a.n_branches)]
         n_up = max(update[-1], 1.0)
-        upd = {k: v / n_up for k, v in zip(self.update_metrics[:-1], update[:-1], strict=True)}
+        upd = {k: v / n_up for k, v in zip(UPDATE_METRICS[:-1], update[:-1], strict=True)}
         upd["updates"] = update[-1]
         upd.update(zip(state, flat[n_collect + n_update:], strict=True))
         return EpochMetrics(

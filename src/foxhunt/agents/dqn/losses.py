@@ -32,13 +32,16 @@ class LossOutput(NamedTuple):
     td_abs: Tensor
     """[B], detached, non-negative: the per-sample Q loss, for new replay priorities."""
     metrics: dict[str, Tensor]
-    """0-dim detached device tensors: loss, q_loss, aux_loss, mean_q, target_q, and the
-    diagnostics of `DIAGNOSTICS` (C51 also `C51_DIAGNOSTICS`)."""
+    """0-dim detached device tensors: loss, q_loss, aux_loss, mean_q, target_q."""
+    q: Tensor
+    """[B], detached: each sample's taken-action expected Q, mean over branches."""
 
 
-DIAGNOSTICS = ("q_spread", "is_weight_mean", "is_weight_min", "is_weight_max")
-"""Per-batch diagnostics every head reports beside its loss: the standard deviation over the
-batch of the taken actions' expected Q (mean over branches), and the batch's IS weights."""
+DIAGNOSTICS = ("q_spread", "is_weight_mean", "is_weight_min", "is_weight_max", "td_p50",
+               "td_p99")
+"""`batch_diagnostics` of every head: the standard deviation over the batch of the taken
+actions' expected Q, the batch's IS weights, and its TD errors' (per-sample losses') median and
+99th percentile."""
 C51_DIAGNOSTICS = ("edge_mass", "target_edge_mass")
 """C51's probability mass on the support's two end atoms, in the online distributions of the
 taken actions and in their projected targets (mean over samples and branches): mass piling
@@ -108,28 +111,38 @@ def _finish(
     config: AgentConfig,
     q: Tensor,
     target_q: Tensor,
-    extra: dict[str, Tensor] | None = None,
 ) -> LossOutput:
     """The loss and its metrics from each sample's loss and taken-action Q [B] (mean over
-    branches); `extra` adds head-specific metrics."""
+    branches)."""
     q_loss = (weights * per_sample).mean()
     aux_loss = direction_loss(aux_logits, labels)
     loss = q_loss + config.aux_weight * aux_loss
     q = q.detach().float()
-    w = weights.float()
     metrics = {
         "loss": loss.detach(),
         "q_loss": q_loss.detach(),
         "aux_loss": aux_loss.detach(),
         "mean_q": q.mean(),
         "target_q": target_q.detach(),
-        "q_spread": q.std(correction=0),
-        "is_weight_mean": w.mean(),
-        "is_weight_min": w.amin(),
-        "is_weight_max": w.amax(),
-        **(extra or {}),
     }
-    return LossOutput(loss, per_sample.detach(), metrics)
+    return LossOutput(loss, per_sample.detach(), metrics, q)
+
+
+@torch.no_grad()
+def batch_diagnostics(result: LossOutput, out: QOutput, actions: Tensor, target: Tensor,
+                      weights: Tensor, head: str) -> dict[str, Tensor]:
+    """`DIAGNOSTICS` (C51 also `C51_DIAGNOSTICS`) of one batch's loss terms, 0-dim device
+    tensors. Not part of an update: a learner computes them on one batch per epoch."""
+    q, w, td = result.q.float(), weights.float(), result.td_abs.float()
+    diag = {"q_spread": q.std(correction=0), "is_weight_mean": w.mean(),
+            "is_weight_min": w.amin(), "is_weight_max": w.amax(),
+            "td_p50": td.quantile(0.5), "td_p99": td.quantile(0.99)}
+    if head == "c51":
+        diag["target_edge_mass"] = edge_mass(target)
+        diag["edge_mass"] = (taken_edge_mass(out.value, out.adv, actions)
+                             if out.value is not None
+                             else edge_mass(take_action(out.log_probs, actions).exp()))
+    return diag
 
 
 @torch.no_grad()
@@ -163,20 +176,15 @@ def c51_terms(
     also the new priority. With dueling streams it is computed from their raw outputs by
     `c51_kernel.c51_taken_loss` (one Triton kernel each way where Triton runs, its torch
     reference elsewhere)."""
-    edges = {"target_edge_mass": edge_mass(target_p)}
     if out.value is not None:
         per_sample, q, target_q = c51_taken_loss(out.value, out.adv, actions, target_p, support)
-        edges["edge_mass"] = taken_edge_mass(out.value, out.adv, actions)
         return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q,
-                       target_q.mean(), edges)
+                       target_q.mean())
     target_q = (target_p * support).sum(dim=-1).mean()
     log_p = take_action(out.log_probs, actions)
     per_sample = -(target_p * log_p).sum(dim=-1).mean(dim=-1)
-    p = log_p.detach().exp()
-    edges["edge_mass"] = edge_mass(p)
-    q = (p * support).sum(dim=-1).mean(dim=-1)
-    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q, target_q,
-                   edges)
+    q = (log_p.detach().exp() * support).sum(dim=-1).mean(dim=-1)
+    return _finish(per_sample, weights, out.aux_logits, direction_labels, config, q, target_q)
 
 
 SUPPORT_QUANTILES = (0.01, 0.99)
