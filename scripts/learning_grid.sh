@@ -3,21 +3,24 @@
 # process, all in parallel on the one GPU; logs and JSON tarred into $OUT/learning_grid.tgz.
 #   bash scripts/learning_grid.sh "--bars 20000 --folds 2 --seeds 0" base:trend w1:trend ...
 # CONFIG names benchmarks/configs/learning/CONFIG.toml. Needs the wheels in .whl (carry [".whl"]).
+# ROOT=ab/NAME runs a revision prepared by `scripts/ab_update.sh prepare NAME=REV` (its src,
+# benchmarks and configs) instead of the working tree (then carry [".whl", "ab"]).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; GRID=/tmp/grid; mkdir -p "$OUT" "$GRID" /tmp/site
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 FOXHUNT_HOME=/tmp/fh
+ROOT=${ROOT:-.}
+export PYTHONPATH=/tmp/site:$ROOT/src PYTHONUNBUFFERED=1 FOXHUNT_HOME=/tmp/fh
 ARGS=$1; shift
 LIMIT=${LIMIT:-480}
 for pair in "$@"; do
   cfg=${pair%%:*} market=${pair#*:}
-  timeout "$LIMIT" python3 benchmarks/bench_learning.py --markets "$market" $ARGS --deploy-all \
-      --device cuda --config "benchmarks/configs/learning/$cfg.toml" \
+  timeout "$LIMIT" python3 "$ROOT/benchmarks/bench_learning.py" --markets "$market" $ARGS \
+      --deploy-all --device cuda --config "$ROOT/benchmarks/configs/learning/$cfg.toml" \
       --out "$GRID/${cfg}_$market.json" > /dev/null 2> "$GRID/${cfg}_$market.err" &
 done
 wait
-tar -czf "$OUT/learning_grid.tgz" -C "$GRID" .
+tar -czf "$OUT/learning_grid${TAG:-}.tgz" -C "$GRID" .
 python3 - "$GRID" <<'PY'
 import json, pathlib, sys
 print(f"{'run':34} {'agent':>7} {'rule':>7} {'oracle':>7} {'t':>6}  per fold: test Sharpe/trades/flat, val Sharpe")
