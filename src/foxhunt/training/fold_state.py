@@ -40,6 +40,8 @@ FOLD_BOUNDARY: dict[str, Rule] = {
                     "the configured [v_min, v_max]: an adaptive one widened on fold k's targets"),
     "support_seen": Rule(Boundary.RESET, "the adaptive support's view of the targets' "
                          "percentiles restarts at [v_min, v_max]"),
+    "clip_bound": Rule(Boundary.RESET, "the self-tuning gradient clip learns the new fold's "
+                       "gradient norms from its first update"),
     "collect_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
     "update_acc": Rule(Boundary.RESET, "running metrics restart per fold"),
     "best_state": Rule(Boundary.RESET, "model selection happens per fold, on its validation window"),

@@ -43,6 +43,7 @@ from foxhunt.agents.dqn.losses import (
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.replay import PrioritizedReplay
+from foxhunt.training.bounds import RunningQuantile
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.hotpath import HotPath, StagedBatch
 from foxhunt.training.optim import ClippedAdam
@@ -111,8 +112,10 @@ class Learner:
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         for net in (self.online, self.target):  # see `apply_gradients`
             net.use_working_weights(self.fast.compute_dtype)
+        self.clip_bound = (None if a.grad_clip_quantile is None
+                           else RunningQuantile(a.grad_clip_quantile, device))
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
-                                     max_norm=a.grad_clip)
+                                     max_norm=a.grad_clip, adaptive=self.clip_bound)
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
@@ -343,6 +346,8 @@ class Learner:
                                   / sum(m.weight_sigma.numel() for m in layers))
         if self.support is not None:
             out["v_min"], out["v_max"] = self.support[0], self.support[-1]
+        if self.clip_bound is not None:
+            out["grad_clip_level"] = self.clip_bound.level().clamp(max=self.spec.agent.grad_clip)
         return out
 
     def read_metrics(self) -> EpochMetrics:

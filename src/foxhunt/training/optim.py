@@ -13,11 +13,17 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from foxhunt.training.bounds import RunningQuantile
+
 
 class ClippedAdam(torch.optim.Optimizer):
     """Adam (Kingma & Ba 2015, "Adam: A Method for Stochastic Optimization") on g * c, where
     c = min(1, max_norm / (||g|| + 1e-6)) and ||g|| is the L2 norm of all gradients laid end to
     end, as `torch.nn.utils.clip_grad_norm_` computes it.
+
+    With `adaptive` (`bounds.RunningQuantile` of the gradient norms) the clip norm is the lower
+    of max_norm and that running quantile of the norms before this step: only the run's own
+    outliers are clipped, whatever the network's and the rewards' scale.
 
     `step()` returns ||g|| before clipping as a device tensor (no host read). The state keys
     ("step", "exp_avg", "exp_avg_sq") and their meaning are `torch.optim.Adam`'s, so each
@@ -32,7 +38,7 @@ class ClippedAdam(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 max_norm: float = float("inf")):
+                 max_norm: float = float("inf"), adaptive: RunningQuantile | None = None):
         if not lr > 0 or not eps > 0 or not max_norm > 0:
             raise ValueError(f"ClippedAdam: lr ({lr}), eps ({eps}) and max_norm ({max_norm}) "
                              "must be positive")
@@ -46,6 +52,7 @@ class ClippedAdam(torch.optim.Optimizer):
         if len(devices) != 1:
             raise ValueError("ClippedAdam: parameters on one device (got "
                              f"{sorted(map(str, devices))})")
+        self.adaptive = adaptive
         self._step = torch.zeros((), dtype=torch.float32, device=params[0].device)
         for p in params:
             self.state[p] = {
@@ -59,6 +66,8 @@ class ClippedAdam(torch.optim.Optimizer):
         it, increments each)."""
         saved = super().state_dict()
         saved["state"] = {i: {**s, "step": s["step"].clone()} for i, s in saved["state"].items()}
+        if self.adaptive is not None:
+            saved["adaptive_clip"] = self.adaptive.state()
         return saved
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -76,6 +85,13 @@ class ClippedAdam(torch.optim.Optimizer):
                              "together")
         params = self.param_groups[0]["params"]
         kept = {p: self.state[p] for p in params}
+        state_dict = dict(state_dict)
+        clip_state = state_dict.pop("adaptive_clip", None)
+        if self.adaptive is not None:
+            if clip_state is None:
+                self.adaptive.reset()
+            else:
+                self.adaptive.load(clip_state)
         super().load_state_dict(state_dict)
         group = self.param_groups[0]
         for key, value in self.defaults.items():
@@ -118,7 +134,11 @@ class ClippedAdam(torch.optim.Optimizer):
         # One norm over the gradients laid end to end (benchmarks/probe_grad_norm.py compares
         # the forms compiled).
         grad_norm = torch.linalg.vector_norm(torch.cat([g.reshape(-1) for g in grads]))
-        c = (group["max_norm"] / (grad_norm + 1e-6)).clamp(max=1.0)
+        limit = group["max_norm"]
+        if self.adaptive is not None:
+            limit = self.adaptive.level().clamp(max=limit)
+            self.adaptive.observe(grad_norm)
+        c = (limit / (grad_norm + 1e-6)).clamp(max=1.0)
         t = self._step.add_(1)
         adam(params, grads, m, v, c, t, lr, beta1, beta2, eps)
         return grad_norm

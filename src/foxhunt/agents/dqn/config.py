@@ -55,7 +55,13 @@ class AgentConfig(StrictConfig):
     tau: float = Field(default=0.005, gt=0, le=1, description="Polyak rate of the target network")
     lr: float = Field(default=1e-4, gt=0)
     adam_eps: float = Field(default=1.5e-4, gt=0)
-    grad_clip: float = Field(default=10.0, gt=0)
+    grad_clip: float = Field(default=10.0, gt=0, description="gradient clip: total L2 norm")
+    grad_clip_quantile: float | None = Field(
+        default=None, gt=0.5, lt=1.0,
+        description="self-tuning clip: also clip at this running quantile of the run's own "
+        "gradient norms (e.g. 0.99; an EMA of their log-normal fit, on the device, from the "
+        "50th update on), never above grad_clip; None: grad_clip alone",
+    )
     variable_selection: bool = False
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
