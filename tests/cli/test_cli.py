@@ -70,8 +70,11 @@ def test_import_list_show_export_round_trip(capsys, tmp_path):
     src = write_bars_csv(tmp_path / "es.csv")
     doc = run_json(capsys, "data", "import", str(src), "--symbol", "ES")
     assert doc["bars"] == {"1min": 50}
+    assert doc["notes"] == [] and doc["grid"] == "on the 0.25 grid"
     again = run_json(capsys, "data", "import", str(src), "--symbol", "ES")
-    assert again == doc
+    assert again["bars"] == doc["bars"]
+    assert [n.split(":")[0] for n in again["notes"]] == ["ES 1min"]
+    assert "replaced 50 stored rows" in again["notes"][0]
     listing = run_json(capsys, "data", "list")
     assert [(r["symbol"], r["bars"], r["rows"]) for r in listing] == [("ES", "1min", 50)]
     shown = run_json(capsys, "data", "show", "ES", "--bars", "1min", "--limit", "5")

@@ -68,7 +68,7 @@ def test_a_file_that_is_not_a_store_is_a_one_line_error(tmp_path):
 def test_bars_round_trip(tmp_path, make_bars):
     bars = make_bars(50, flow=True)
     with MarketStore(tmp_path / "s.duckdb") as store:
-        assert store.write_bars("ES", "1min", bars, "es.csv") == 50
+        assert store.write_bars("ES", "1min", bars, "es.csv").rows == 50
         same_bars(store.read_bars("ES", BarSpec.parse("1min")), bars)
         plain = make_bars(10)
         store.write_bars("NQ", "1min", plain, "nq.csv")
@@ -278,3 +278,78 @@ def test_export_refuses_unknown_formats_and_leaves_no_temp_file(tmp_path, make_b
             store.export_bars("ES", "1min", out)
     assert out.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["es.parquet", "s.duckdb"]
+
+
+YEAR = 365 * 86_400 * 10**9
+
+
+def test_an_import_says_which_stored_rows_it_replaced_and_the_rest_stays(tmp_path, make_bars):
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(10), "a.csv")  # T0+1 .. T0+10 min
+        report = store.write_bars("ES", "1min", make_bars(5, start=T0 + 7 * MIN), "b.csv")
+        assert (report.mode, report.replaced, report.rows) == ("merge", 3, 5)
+        assert report.replaced_range == (T0 + 8 * MIN, T0 + 10 * MIN)
+        assert report.gap_before_ns == MIN and report.gap_after_ns is None
+        [note] = report.notes("ES 1min")
+        assert note.startswith("ES 1min: replaced 3 stored rows from ") and "--replace" in note
+        assert len(store.read_bars("ES", "1min")) == 12
+
+
+def test_a_long_gap_between_the_stored_series_and_the_import_is_reported(tmp_path, make_bars):
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(10), "2013.csv")
+        later = store.write_bars("ES", "1min", make_bars(10, start=T0 + 10 * YEAR), "2023.csv")
+        earlier = store.write_bars("ES", "1min", make_bars(10, start=T0 - YEAR), "2012.csv")
+    assert later.replaced == 0 and later.gap_before_ns == 10 * YEAR - 9 * MIN
+    [note] = later.notes("ES 1min")
+    assert "a gap of 10.0 years" in note and "before this file's data" in note
+    assert earlier.gap_after_ns == YEAR - 9 * MIN and earlier.gap_before_ns is None
+    assert "after this file's data" in earlier.notes("ES 1min")[0]
+
+
+def test_weekend_sized_gaps_are_not_news(tmp_path, make_bars):
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(10), "fri.csv")
+        monday = store.write_bars("ES", "1min", make_bars(10, start=T0 + 3 * 86_400 * 10**9), "mon.csv")
+    assert monday.gap_before_ns > 2 * 86_400 * 10**9 and monday.notes("ES 1min") == []
+
+
+def test_replace_drops_the_whole_stored_series_first(tmp_path, make_bars):
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(10), "a.csv")
+        store.write_bars("NQ", "1min", make_bars(4), "nq.csv")
+        report = store.write_bars("ES", "1min", make_bars(3, start=T0 + YEAR), "b.csv",
+                                  replace=True)
+        assert (report.mode, report.replaced, report.gap_before_ns) == ("replace", 10, None)
+        assert "the whole stored series was dropped first" in report.notes("ES 1min")[0]
+        assert len(store.read_bars("ES", "1min")) == 3 and len(store.read_bars("NQ", "1min")) == 4
+
+
+def test_the_import_log_records_the_grid_check_and_the_mode(tmp_path, make_bars):
+    off = make_bars(3)
+    off = Bars(off.ts, off.open + 0.1, off.high + 0.1, off.low + 0.1, off.close + 0.1, off.volume)
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(3), "plain.csv")
+        store.write_bars("ES", "1min", make_bars(3), "es.csv", tick_size=0.25)
+        store.write_bars("ES", "1min", off, "spot.csv", tick_size=0.25, off_grid="keep",
+                         replace=True)
+        with pytest.raises(ValidationError, match="off the tick grid"):
+            store.write_bars("ES", "1min", off, "bad.csv", tick_size=0.25)
+        log = [(r["source"], r["grid"], r["mode"]) for r in store.imports("ES")]
+    assert log == [("plain.csv", "not checked", "merge"), ("es.csv", "on the 0.25 grid", "merge"),
+                   ("spot.csv", "3 of 3 rows kept off the 0.25 grid", "replace")]
+
+
+def test_a_store_written_before_the_grid_log_existed_opens_and_gains_it(tmp_path, make_bars):
+    path = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE imports (symbol VARCHAR NOT NULL, kind VARCHAR NOT NULL, "
+                "spec VARCHAR NOT NULL, source VARCHAR NOT NULL, rows BIGINT NOT NULL, "
+                "first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL, imported_at TIMESTAMPTZ "
+                "NOT NULL DEFAULT current_timestamp)")
+    con.execute("INSERT INTO imports VALUES ('ES', 'bars', '1min', 'old.csv', 1, 0, 0, now())")
+    con.close()
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(3), "new.csv", tick_size=0.25)
+        log = [(r["source"], r["grid"]) for r in store.imports()]
+    assert log == [("old.csv", "not checked"), ("new.csv", "on the 0.25 grid")]

@@ -42,17 +42,22 @@ def _print_series(title: str, rows: list[dict]) -> None:
                      [[r["symbol"], r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
 
 
-def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str) -> list:
-    """Resample everything first, then write ticks and every bar series in one transaction."""
+def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str,
+                         off_grid: str = "error", replace: bool = False) -> tuple[list, list]:
+    """Check the ticks' grid, resample everything, then write ticks and every bar series in one
+    transaction; returns ([(spec, bars)], the writes' notes)."""
+    from foxhunt.data.grid import check_ticks
     from foxhunt.data.resample import resample
 
+    ticks, _ = check_ticks(ticks, instrument.tick_size, off_grid, source)
     series = [(spec, resample(ticks, spec, point_value=instrument.point_value)) for spec in specs]
+    grid = {"tick_size": instrument.tick_size, "off_grid": off_grid, "replace": replace}
+    notes = []
     with store.transaction():
-        if ticks is not None:
-            store.write_ticks(symbol, ticks, source)
+        notes += store.write_ticks(symbol, ticks, source, **grid).notes(f"{symbol} ticks")
         for spec, bars in series:
-            store.write_bars(symbol, spec, bars, source)
-    return series
+            notes += store.write_bars(symbol, spec, bars, source, **grid).notes(f"{symbol} {spec}")
+    return series, notes
 
 
 @data_app.command("import")
@@ -71,9 +76,19 @@ def data_import(
                      "volume:10000, dollar:5e7). Bars: the series name (inferred when omitted)."),
     ] = None,
     ts_is_open: Annotated[bool, typer.Option(help="Bar timestamps mark the bar open, not close.")] = False,
+    off_grid: Annotated[
+        Literal["error", "snap", "keep"],
+        typer.Option(help="Prices off the instrument's tick grid: refuse the file (error), round "
+                     "them to the grid (snap), or keep them for data that is not exchange-native "
+                     "(keep; e.g. spot FX)."),
+    ] = "error",
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Drop the stored series first, instead of merging (the file's rows "
+        "replace the stored ones in its time range, the rest stays).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a file and store it; a bad file names the row and the rule and writes nothing."""
+    """Validate a file and store it; a bad file names the row and the rule and writes nothing.
+    Says what the import replaced, and any gap of more than a week it leaves in the series."""
     from foxhunt.data.readers import infer_bar_spec, read_bars, read_ticks
 
     instrument = instrument_registry(ctx).get(symbol)
@@ -81,9 +96,10 @@ def data_import(
     with open_store(ctx) as store:
         if kind == "ticks":
             ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
-            written = write_ticks_and_bars(store, symbol, ticks, specs, instrument, str(path))
+            written, notes = write_ticks_and_bars(store, symbol, ticks, specs, instrument,
+                                                  str(path), off_grid, replace)
             doc = {"symbol": symbol, "kind": "ticks", "file": str(path), "ticks": len(ticks),
-                   "bars": {str(s): len(b) for s, b in written}}
+                   "bars": {str(s): len(b) for s, b in written}, "notes": notes}
         else:
             if len(specs) > 1:
                 raise FoxhuntError("--bars: a bar file is one series; give --bars at most once")
@@ -91,14 +107,20 @@ def data_import(
                               spec=specs[0] if specs else None)
             spec = specs[0] if specs else infer_bar_spec(frame.ts)
             with store.transaction():
-                store.write_bars(symbol, spec, frame, str(path))
-            doc = {"symbol": symbol, "kind": "bars", "file": str(path), "bars": {str(spec): len(frame)}}
+                report = store.write_bars(symbol, spec, frame, str(path),
+                                          tick_size=instrument.tick_size, off_grid=off_grid,
+                                          replace=replace)
+            doc = {"symbol": symbol, "kind": "bars", "file": str(path),
+                   "bars": {str(spec): len(frame)}, "grid": report.grid,
+                   "notes": report.notes(f"{symbol} {spec}")}
     if as_json:
         _emit_json(doc)
         return
     what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
     series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
     out.print(f"imported {what} for {symbol} from {path}" + (f": {series}" if series else ""))
+    for note in doc["notes"]:
+        out.print(f"note: {note}")
 
 
 @data_app.command("list")
@@ -210,7 +232,8 @@ def data_synth(
     spec = BarSpec("time", float(bar_seconds * NS["s"]))
     with open_store(ctx) as store, store.transaction():
         store.write_bars(symbol, spec, market.bars,
-                         f"synth:family={family},seed={seed},X={signal_strength}")
+                         f"synth:family={family},seed={seed},X={signal_strength}",
+                         tick_size=instrument.tick_size, replace=True)
     doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
     if as_json:
         _emit_json(doc)

@@ -1,8 +1,13 @@
 """The market-data store: bars and ticks per symbol in one embedded DuckDB file.
 
-Writes replace the time range they cover (``first_ts <= ts <= last_ts`` of the same symbol and
-spec) inside one transaction, so re-importing a file is idempotent and a failed import leaves
-the store exactly as it was. Every write is logged in ``imports``. Reads go through Arrow.
+Writes merge by default: the new rows replace the stored rows of the same symbol and spec in
+the time range they cover (``first_ts <= ts <= last_ts``) and the rest of the series stays, so
+re-importing a file is idempotent; ``replace=True`` drops the whole stored series first. Every
+write says how it met the stored series (`WriteReport`: the rows it replaced, the gap it left
+before or after them) and runs inside one transaction, so a failed import leaves the store
+exactly as it was. Given the instrument's tick size, a write checks prices against the tick
+grid first (`data.grid`). Every write is logged in ``imports`` with its grid check. Reads go
+through Arrow.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from foxhunt.data.grid import OffGrid, check_bars, check_ticks
 from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.data.timestamps import format_ns
 from foxhunt.data.validation import validate_bars, validate_ticks
@@ -39,12 +45,54 @@ CREATE TABLE IF NOT EXISTS imports (
     symbol VARCHAR NOT NULL, kind VARCHAR NOT NULL, spec VARCHAR NOT NULL, source VARCHAR NOT NULL,
     rows BIGINT NOT NULL, first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL,
     imported_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp);
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS grid VARCHAR DEFAULT 'not checked';
+ALTER TABLE imports ADD COLUMN IF NOT EXISTS mode VARCHAR DEFAULT 'merge';
 """
 _BAR_COLUMNS = "ts, open, high, low, close, volume, buy_volume, sell_volume"
 _TS_MIN, _TS_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _INCOMING = "foxhunt_incoming"
 _EXPORTS = (".csv", ".csv.gz", ".parquet", ".pq")
 _KIND_ORDER = {"time": 0, "ticks": 1, "volume": 2, "dollar": 3}
+GAP_NOTE_NS = 7 * 86_400 * 10**9
+"""Gaps between an import and the stored series longer than this are reported: longer than
+any weekend or holiday closure of a listed market, so a gap this long is missing data (or a
+second, unrelated file) rather than the calendar."""
+
+
+@dataclass(frozen=True)
+class WriteReport:
+    """How one write met the series stored before it."""
+
+    rows: int
+    first_ts: int
+    last_ts: int
+    mode: Literal["merge", "replace"]
+    replaced: int = 0  # stored rows removed: those in [first_ts, last_ts], or all with replace
+    replaced_range: tuple[int, int] | None = None  # the removed rows' first and last ts
+    gap_before_ns: int | None = None  # from the stored row before first_ts to first_ts
+    gap_after_ns: int | None = None  # from last_ts to the stored row after it
+    grid: str = "not checked"
+
+    def notes(self, what: str) -> list[str]:
+        """One line per thing the user should know: replaced rows, long gaps, the grid."""
+        out = []
+        if self.replaced:
+            lo, hi = self.replaced_range
+            how = ("the whole stored series was dropped first (--replace)" if self.mode == "replace"
+                   else "the file's rows replace the stored ones in its range (merge; --replace "
+                   "drops the whole stored series first)")
+            out.append(f"{what}: replaced {self.replaced:,} stored rows from {format_ns(lo)} to "
+                       f"{format_ns(hi)}: {how}")
+        for gap, side in ((self.gap_before_ns, "before"), (self.gap_after_ns, "after")):
+            if gap is not None and gap > GAP_NOTE_NS:
+                ref = self.first_ts if side == "before" else self.last_ts
+                out.append(f"{what}: a gap of {_duration(gap)} {side} this file's data (at "
+                           f"{format_ns(ref)}) separates it from the stored series; it is one "
+                           "series now: import into another symbol, or use --replace, if that is "
+                           "not meant")
+        if "off" in self.grid:
+            out.append(f"{what}: {self.grid}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -98,10 +146,18 @@ class MarketStore:
             self._con = con
         return self._con
 
-    def write_bars(self, symbol: str, spec: BarSpec | str, bars: Bars, source: str) -> int:
-        """Validate, then replace the stored bars of that series in the range ``bars`` covers."""
+    def write_bars(self, symbol: str, spec: BarSpec | str, bars: Bars, source: str, *,
+                   tick_size: float | None = None, off_grid: OffGrid = "error",
+                   replace: bool = False) -> WriteReport:
+        """Validate (and, given `tick_size`, check the grid under `off_grid`), then merge the
+        bars into that series, or with `replace` put them in its place."""
         symbol, spec = _symbol(symbol), _spec(spec)
         validate_bars(bars, source)
+        grid = "not checked"
+        if tick_size is not None:
+            bars, found = check_bars(bars, tick_size, off_grid, source)
+            validate_bars(bars, source)  # snapping can take a tiny price to zero
+            grid = found.record
         n = len(bars)
         flow = bars.has_flow
         table = pa.table(
@@ -112,27 +168,32 @@ class MarketStore:
             }
         )
         first, last = int(bars.ts[0]), int(bars.ts[-1])
+        where, key = "FROM bars WHERE symbol = ? AND spec = ?", [symbol, str(spec)]
         with self._transaction() as con:
-            con.execute(
-                "DELETE FROM bars WHERE symbol = ? AND spec = ? AND ts BETWEEN ? AND ?",
-                [symbol, str(spec), first, last],
-            )
+            report = self._place(con, where, key, first, last, replace, n, grid)
             self._insert(
                 con,
                 f"INSERT INTO bars SELECT ?, ?, {_BAR_COLUMNS} FROM {_INCOMING}",
                 [symbol, str(spec)],
                 table,
             )
-            self._log_import(con, symbol, "bars", str(spec), source, n, first, last)
-        return n
+            self._log_import(con, symbol, "bars", str(spec), source, report)
+        return report
 
-    def write_ticks(self, symbol: str, ticks: Ticks, source: str) -> int:
-        """Validate, then replace the stored ticks of ``symbol`` in the range ``ticks`` covers.
+    def write_ticks(self, symbol: str, ticks: Ticks, source: str, *,
+                    tick_size: float | None = None, off_grid: OffGrid = "error",
+                    replace: bool = False) -> WriteReport:
+        """`write_bars` for the ticks of ``symbol``.
 
         ``seq`` numbers trades that share a timestamp, so reads return them in file order.
         """
         symbol = _symbol(symbol)
         validate_ticks(ticks, source)
+        grid = "not checked"
+        if tick_size is not None:
+            ticks, found = check_ticks(ticks, tick_size, off_grid, source)
+            validate_ticks(ticks, source)
+            grid = found.record
         n = len(ticks)
         k = np.arange(n, dtype=np.int64)
         run_start = np.where(np.r_[True, ticks.ts[1:] != ticks.ts[:-1]], k, 0)
@@ -148,17 +209,41 @@ class MarketStore:
         )
         first, last = int(ticks.ts[0]), int(ticks.ts[-1])
         with self._transaction() as con:
-            con.execute(
-                "DELETE FROM ticks WHERE symbol = ? AND ts BETWEEN ? AND ?", [symbol, first, last]
-            )
+            report = self._place(con, "FROM ticks WHERE symbol = ?", [symbol], first, last,
+                                 replace, n, grid)
             self._insert(
                 con,
                 f"INSERT INTO ticks SELECT ?, ts, seq, price, size, side FROM {_INCOMING}",
                 [symbol],
                 table,
             )
-            self._log_import(con, symbol, "ticks", "", source, n, first, last)
-        return n
+            self._log_import(con, symbol, "ticks", "", source, report)
+        return report
+
+    @staticmethod
+    def _place(con: duckdb.DuckDBPyConnection, where: str, key: list, first: int, last: int,
+               replace: bool, rows: int, grid: str) -> WriteReport:
+        """Remove what the new rows replace, and say how they meet what stays."""
+        span = "" if replace else " AND ts BETWEEN ? AND ?"
+        params = key if replace else [*key, first, last]
+        n, lo, hi = con.execute(f"SELECT count(*), min(ts), max(ts) {where}{span}",
+                                params).fetchall()[0]
+        con.execute(f"DELETE {where}{span}", params)
+        before = con.execute(f"SELECT max(ts) {where} AND ts < ?", [*key, first]).fetchall()[0][0]
+        after = con.execute(f"SELECT min(ts) {where} AND ts > ?", [*key, last]).fetchall()[0][0]
+        return WriteReport(
+            rows, first, last, "replace" if replace else "merge", int(n),
+            (int(lo), int(hi)) if n else None,
+            None if before is None else first - int(before),
+            None if after is None else int(after) - last, grid)
+
+    def imports(self, symbol: str | None = None) -> list[dict]:
+        """The import log, oldest first: what was written, from where, and its grid check."""
+        where, params = ("WHERE symbol = ?", [_symbol(symbol)]) if symbol else ("", [])
+        cols = ["symbol", "kind", "spec", "source", "rows", "first_ts", "last_ts", "grid", "mode"]
+        rows = self._db.execute(f"SELECT {', '.join(cols)} FROM imports {where} "
+                                "ORDER BY imported_at, rowid", params).fetchall()
+        return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def read_bars(
         self,
@@ -301,13 +386,13 @@ class MarketStore:
             con.unregister(_INCOMING)
 
     @staticmethod
-    def _log_import(
-        con, symbol: str, kind: str, spec: str, source: str, rows: int, first: int, last: int
-    ) -> None:
+    def _log_import(con, symbol: str, kind: str, spec: str, source: str,
+                    report: WriteReport) -> None:
         con.execute(
-            "INSERT INTO imports (symbol, kind, spec, source, rows, first_ts, last_ts) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [symbol, kind, spec, source, rows, first, last],
+            "INSERT INTO imports (symbol, kind, spec, source, rows, first_ts, last_ts, grid, "
+            "mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [symbol, kind, spec, source, report.rows, report.first_ts, report.last_ts,
+             report.grid, report.mode],
         )
 
     def _missing(
@@ -354,6 +439,13 @@ def _range(start_ns: int | None, end_ns: int | None) -> tuple[int, int]:
 
 def _fmt(ns: int) -> str:
     return "the start" if ns == _TS_MIN else "the end" if ns == _TS_MAX else format_ns(ns)
+
+
+def _duration(ns: int) -> str:
+    days = ns / 86_400e9
+    if days >= 365:
+        return f"{days / 365.25:.1f} years ({days:,.0f} days)"
+    return f"{days:.1f} days"
 
 
 def _one_line(e: BaseException) -> str:

@@ -69,9 +69,12 @@ def round_to_tick(price: Tensor, tick_size: float) -> Tensor:
 
 
 def fill_price(ref: Tensor, qty: Tensor, cost: CostModel) -> Tensor:
-    """`ref` rounded to the tick, moved `slippage` whole ticks against the side of `qty`."""
-    ticks = torch.round(ref / cost.tick_size) + torch.sign(qty) * cost.slippage_whole_ticks
-    return ticks * cost.tick_size
+    """`ref` moved `slippage` whole ticks against the side of `qty`, and nothing else: the price
+    is never rounded, so a fill's cost (`execute`) is its slippage and commission alone, >= 0,
+    and without costs a fill is at `ref` exactly. Prices on the tick grid (exchange data, stop
+    levels) stay on it; prices imported off it (`foxhunt data import --off-grid keep`, e.g. spot
+    FX) are filled where they are."""
+    return ref + torch.sign(qty) * (cost.slippage_whole_ticks * cost.tick_size)
 
 
 def commission(qty: Tensor, cost: CostModel) -> Tensor:
