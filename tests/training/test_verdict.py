@@ -15,6 +15,7 @@ from foxhunt.training.verdict import (
     DIVERGING_GROWTH,
     GROWTH_FLOOR,
     NO_EDGE,
+    Opportunity,
     dead_exploration,
     deploy_decision,
     diverging,
@@ -70,6 +71,21 @@ def test_a_policy_that_never_leaves_flat_on_validation_has_collapsed():
                     "collapsed to flat (flat 100% of validation bars)")
     assert "collapsed" not in fold_verdict(3, "flat", window(0.1, 0.5, flat=COLLAPSED_FLAT - 0.01),
                                            None, None, 0.95)
+
+
+def test_a_collapse_names_the_validation_rule_it_missed_when_that_rule_had_an_edge():
+    ppy = 98_280.0
+    strong = Opportunity("sma:50,400", 12.3, 4_000, ppy)  # t = 12.3 / sqrt(98,280 / 4,000) = 2.5
+    weak = Opportunity("zfade:200,1", 3.0, 4_000, ppy)  # t = 0.6
+    assert strong.psr == pytest.approx(0.9935, abs=1e-3) and weak.psr < 0.95
+    flat = window(0.0, None, flat=1.0)
+    line = fold_verdict(0, "flat", flat, None, None, 0.95, opportunity=strong)
+    assert line.endswith("collapsed to flat (flat 100% of validation bars) while sma:50,400 "
+                         "earned 12 there (PSR 0.99)")
+    assert fold_verdict(0, "flat", flat, None, None, 0.95, opportunity=weak).endswith(
+        "collapsed to flat (flat 100% of validation bars)")
+    trading = window(2.0, 0.6, flat=0.5)
+    assert "sma" not in fold_verdict(0, "flat", trading, None, None, 0.95, opportunity=strong)
 
 
 def test_large_sharpes_print_without_decimals():

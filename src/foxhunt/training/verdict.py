@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import pairwise
+from statistics import NormalDist
 from typing import Any, Literal
 
 NO_EDGE = "no edge: flat"
@@ -44,6 +46,23 @@ below which the noise has collapsed: learning shrinks sigma where noise costs, a
 its start no longer moves a greedy choice that is concentrated everywhere."""
 
 
+@dataclass(frozen=True)
+class Opportunity:
+    """The best simple rule on a fold's validation window, chosen and judged there only (e.g.
+    `backtest.rule_search.choose_rule`): what a collapsed agent left on the table."""
+
+    rule: str
+    sharpe: float  # annualised, per bar, as the agent's validation Sharpe
+    bars: int  # validation bars it was judged on
+    periods_per_year: float
+
+    @property
+    def psr(self) -> float:
+        """P(true Sharpe > 0) under normal returns: Phi(per-bar Sharpe x sqrt(bars - 1))."""
+        per_bar = self.sharpe / math.sqrt(self.periods_per_year)
+        return NormalDist().cdf(per_bar * math.sqrt(max(self.bars - 1, 1)))
+
+
 def deploy_decision(val_psr: float | None, min_psr: float) -> tuple[Deployed, str]:
     """("agent" | "flat", why) from the chosen epoch's validation PSR against flat (P(true
     Sharpe > 0)). Constant returns (None: e.g. never in the market) show no edge."""
@@ -55,13 +74,14 @@ def deploy_decision(val_psr: float | None, min_psr: float) -> tuple[Deployed, st
 
 def fold_verdict(fold: int, deployed: str, val: Mapping[str, Any],
                  train_eval: Mapping[str, Any] | None, gap_p: float | None, min_psr: float,
-                 health: Sequence[str] = ()) -> str:
+                 health: Sequence[str] = (), opportunity: Opportunity | None = None) -> str:
     """One line: what the fold deployed and why, then what the run shows where it shows it:
     memorising (on the training slice a significant edge of its own, and a Sharpe significantly
     above validation's, both at the deploy level and above even odds), collapsed to flat (no
     position on at least `COLLAPSED_FLAT` of the validation bars), and the `health` notes
     (`health_notes`). `val` and `train_eval` are rollout summaries (`WindowResult.summary`);
-    `gap_p` is P(train Sharpe > val Sharpe)."""
+    `gap_p` is P(train Sharpe > val Sharpe). A collapse names the `opportunity` it missed where
+    that rule's edge on validation reaches the deploy level: the market had something to take."""
     head = "deployed agent" if deployed == "agent" else NO_EDGE
     psr = val.get("psr")
     psr_text = "n/a" if psr is None else f"{psr:.2f}"
@@ -72,7 +92,11 @@ def fold_verdict(fold: int, deployed: str, val: Mapping[str, Any],
         notes.append(f"memorising (train Sharpe {_num(train_eval['sharpe'])} vs val "
                      f"{_num(val['sharpe'])})")
     if val.get("flat", 0.0) >= COLLAPSED_FLAT:
-        notes.append(f"collapsed to flat (flat {val['flat']:.0%} of validation bars)")
+        missed = ""
+        if opportunity is not None and opportunity.psr >= min_psr:
+            missed = (f" while {opportunity.rule} earned {_num(opportunity.sharpe)} there (PSR "
+                      f"{opportunity.psr:.2f})")
+        notes.append(f"collapsed to flat (flat {val['flat']:.0%} of validation bars){missed}")
     return "; ".join([out, *notes, *health])
 
 
