@@ -13,14 +13,15 @@ therefore reports the money, trades and Sharpe a backtest of the same window rep
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from foxhunt.env import fills
+from foxhunt.env.actions import N_BRANCHES
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
@@ -35,6 +36,7 @@ from foxhunt.metrics import (
     sharpe_estimate,
     total_return,
 )
+from foxhunt.training.graphs import CapturedStep, CompiledStep
 from foxhunt.training.walkforward import Window
 
 Policy = Callable[[Tensor, Tensor], Tensor]
@@ -86,66 +88,185 @@ def rollout(policy: Policy, market: MarketTensors, env_config: EnvConfig, window
                     periods_per_year)[0]
 
 
-@torch.no_grad()
 def rollouts(policy: Policy, market: MarketTensors, env_config: EnvConfig, windows: list[Window],
              capital: float, chunks: int = 1, device: torch.device | None = None,
              periods_per_year: float | None = None) -> list[WindowResult]:
     """`rollout` of each window, those with equal steps per chunk stepped together in one env:
     one policy pass per step for all of them, far cheaper than one rollout after another.
     Each piece sees only its own bars up to its decision bar, so each result is its window's
-    alone; `market` must reach every window's last bar."""
-    device = device or market.device
-    plans = [_chunking(env_config, w, chunks) for w in windows]
-    out: dict[int, WindowResult] = {}
-    for steps in dict.fromkeys(steps for _, steps in plans):
-        group = [i for i, (_, s) in enumerate(plans) if s == steps]
-        starts = torch.cat([plans[i][0] + torch.arange(chunks, device=device) * steps
-                            for i in group])
-        lo = min(plans[i][0] for i in group)
-        hi = max(windows[i].stop for i in group)
+    alone; `market` must reach every window's last bar. Steps eagerly; `Rollouts` is the same,
+    ready to run again (and graphed on CUDA)."""
+    return Rollouts(policy, market, env_config, windows, capital, chunks, device,
+                    periods_per_year).run()
+
+
+class Rollouts:
+    """`rollouts` of fixed windows, ready to run again with the policy as it then is: the envs,
+    the per-step record buffers and the step (captured as a CUDA graph with `graphs`, compiled
+    with `compile`; both CUDA only) are built once. Validation runs every epoch of a fold with
+    the same windows and the network's weights changed in place, so it captures and compiles
+    once per fold (once per run where folds have equal windows: see below).
+
+    `policy` is one policy for every window, or one per window; windows stepped together
+    whose policies differ each act on their own envs (one pass per policy and step).
+
+    A step writes its record (money, position, action, closed trades) into the buffers at a
+    device-side step counter and reads nothing on the host; the records are read once, after
+    the last step. Each env sees the market from the window's first observation to the group's
+    last bar, indexed from there (policies get absolute decision bars), so rolling folds, whose
+    windows have equal lengths, step envs of equal shapes and bounds, and a compiled step is
+    reused across them. Eagerly the numbers are bit for bit those of a fresh env per rollout.
+    """
+
+    def __init__(self, policy: Policy | Sequence[Policy], market: MarketTensors,
+                 env_config: EnvConfig, windows: list[Window], capital: float, chunks: int = 1,
+                 device: torch.device | None = None, periods_per_year: float | None = None,
+                 *, graphs: bool = False, compile: bool = False):
+        device = device or market.device
+        cuda = device.type == "cuda"
+        per_window = list(policy) if isinstance(policy, (list, tuple)) else [policy] * len(windows)
+        if len(per_window) != len(windows):
+            raise ConfigError(f"{len(per_window)} policies for {len(windows)} windows")
+        plans = [_chunking(env_config, w, chunks) for w in windows]
+        self.market, self.windows, self.capital = market, list(windows), capital
+        self.chunks, self.periods_per_year = chunks, periods_per_year
+        self._groups = []
+        for steps in dict.fromkeys(steps for _, steps in plans):
+            members = [i for i, (_, s) in enumerate(plans) if s == steps]
+            self._groups.append(_Group(
+                [per_window[i] for i in members], market, env_config,
+                [windows[i] for i in members], [plans[i][0] for i in members], steps, chunks,
+                device, graphs and cuda, compile and cuda, members))
+
+    @property
+    def captured(self) -> bool:
+        """Whether every group's step replays a CUDA graph (after the first run)."""
+        return all(g.step.captured for g in self._groups)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether every group's step runs compiled (False after a fall-back to eager)."""
+        return all(isinstance(g.record, CompiledStep) and g.record.compiled
+                   for g in self._groups)
+
+    def run(self) -> list[WindowResult]:
+        with torch.no_grad():
+            for group in self._groups:
+                group.step_all()
+            records = [(group, group.read()) for group in self._groups]
+        out: dict[int, WindowResult] = {}
+        for group, rows in records:
+            n, c = group.steps, self.chunks
+            for k, i in enumerate(group.members):
+                piece = rows[k * c:(k + 1) * c]
+                starts = group.starts_host[k * c:(k + 1) * c]
+                out[i] = _result(
+                    self.market, self.windows[i], starts, n,
+                    np.ascontiguousarray(piece[:, :n]).reshape(-1),
+                    np.ascontiguousarray(piece[:, n:2 * n]).reshape(-1),
+                    piece[:, 2 * n:-1].reshape(c * n, -1).astype(np.int64),
+                    int(piece[:, -1].sum()), self.capital, self.periods_per_year)
+        return [out[i] for i in range(len(self.windows))]
+
+
+class _Group:
+    """Windows of equal steps per chunk in one env: `chunks` envs per window, in window order."""
+
+    def __init__(self, policies: list[Policy], market: MarketTensors, env_config: EnvConfig,
+                 windows: list[Window], firsts: list[int], steps: int, chunks: int,
+                 device: torch.device, graphs: bool, compile: bool, members: list[int]):
+        self.steps, self.members = steps, members
+        offsets = torch.arange(chunks, device=device) * steps
+        starts = torch.cat([first + offsets for first in firsts])
+        lo, hi = min(firsts), max(w.stop for w in windows)
+        base = max(0, lo - (env_config.window - 1))  # the first bar any observation reads
         cfg = env_config.model_copy(update={"episode_len": steps})
-        env = TradingVecEnv(market, cfg, n_envs=starts.numel(), device=device, start_range=(lo, hi))
-        pnl, pos, act, trades = _step_through(policy, env, market, starts, steps)
-        for k, i in enumerate(group):
-            piece = slice(k * chunks, (k + 1) * chunks)
-            out[i] = _result(market, windows[i], starts[piece], steps, pnl[piece], pos[piece],
-                             act[piece], trades[piece], capital, periods_per_year)
-    return [out[i] for i in range(len(windows))]
+        env = TradingVecEnv(market_window(market, base, hi), cfg, n_envs=starts.numel(),
+                            device=device, start_range=(lo - base, hi - base))
+        self.env, self.device = env, device
+        self.starts_host = starts.cpu().numpy()
+        self.local_starts = starts - base
+        self.close = market.close.to(device)[starts + steps]  # each piece's last bar
+        n = env.n_envs
+        self.base = torch.tensor(base, device=device)
+        self.obs = torch.zeros(n, env.obs_dim, device=device)
+        self.index = torch.zeros(1, dtype=torch.long, device=device)
+        self.money = torch.zeros(steps, n, dtype=torch.float64, device=device)
+        self.position = torch.zeros(steps, n, dtype=torch.float64, device=device)
+        self.actions = torch.zeros(steps, n, N_BRANCHES, dtype=torch.long, device=device)
+        self.trades = torch.zeros(steps, n, dtype=torch.long, device=device)
+        act = _per_env(policies, chunks)
+        self.record = CompiledStep(record_step, True, "rollout") if compile else record_step
+        self.step = CapturedStep(
+            lambda: self.record(env, act, self.base, self.obs, self.index, self.money,
+                                self.position, self.actions, self.trades), graphs)
+
+    def step_all(self) -> None:
+        """Every step from the window starts, nothing read on the host."""
+        self.obs.copy_(self.env.reset(self.local_starts))
+        self.index.zero_()
+        for _ in range(self.steps):
+            self.step()
+
+    def read(self) -> np.ndarray:
+        """The records, each piece's open position closed at its last bar's close (its exit
+        costs charged to the last step), in one host read: per env, money [steps], position
+        [steps], actions [steps x branches] and closed trades."""
+        last = self.steps - 1
+        exit_fill = fills.close_out(self.position[last], self.close, self.env.cost)
+        self.money[last] -= exit_fill.cost
+        self.position[last] += exit_fill.qty
+        trades = self.trades.sum(0) + exit_fill.closed_trade.long()
+        n = self.env.n_envs
+        return torch.cat((self.money.T, self.position.T,
+                          self.actions.permute(1, 0, 2).reshape(n, -1).double(),
+                          trades.double().unsqueeze(1)), 1).cpu().numpy()
 
 
-def _step_through(policy: Policy, env: TradingVecEnv, market: MarketTensors, starts: Tensor,
-                  steps: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Per env: money [N, steps], position [N, steps], actions [N, steps, branches] and closed
-    trades [N], the open position closed at the last bar's close."""
-    obs = env.reset(starts)
-    money, position, actions, trades = [], [], [], []
-    for _ in range(steps):
-        action = policy(obs, env.state()[0])
-        r = env.step(action)
-        money.append(r.components["pnl"] - r.components["cost"])
-        position.append(r.position)
-        actions.append(action)
-        trades.append(r.trades_closed)
-        obs = r.obs
-    exit_fill = fills.close_out(r.position, market.close[starts + steps], env.cost)
-    money[-1] = money[-1] - exit_fill.cost
-    position[-1] = r.position + exit_fill.qty
-    trades.append(exit_fill.closed_trade.long())
-    return (torch.stack(money, 1), torch.stack(position, 1), torch.stack(actions, 1),
-            torch.stack(trades, 1).sum(1))
+def record_step(env: TradingVecEnv, act: Policy, base: Tensor, obs: Tensor, index: Tensor,
+                money: Tensor, position: Tensor, actions: Tensor, trades: Tensor) -> None:
+    """One lock-step of a rollout: the policy acts on `obs` at its absolute decision bars, the
+    env steps, and the step's money, position, action and closed trades go into row `index` of
+    the buffers; `obs` becomes the next observation and `index` moves on."""
+    action = act(obs, env.state()[0] + base)
+    r = env.step(action)
+    money.index_copy_(0, index, (r.components["pnl"] - r.components["cost"]).unsqueeze(0))
+    position.index_copy_(0, index, r.position.unsqueeze(0))
+    actions.index_copy_(0, index, action.to(actions.dtype).unsqueeze(0))
+    trades.index_copy_(0, index, r.trades_closed.unsqueeze(0))
+    obs.copy_(r.obs)
+    index.add_(1)
 
 
-def _result(market: MarketTensors, window: Window, starts: Tensor, steps: int, money: Tensor,
-            position: Tensor, actions: Tensor, trades: Tensor, capital: float,
+def _per_env(policies: list[Policy], chunks: int) -> Policy:
+    """One policy for all envs, or each window's on its `chunks` envs."""
+    if all(p is policies[0] for p in policies):
+        return policies[0]
+    parts = tuple((p, k * chunks, (k + 1) * chunks) for k, p in enumerate(policies))
+
+    def act(obs: Tensor, bar: Tensor) -> Tensor:
+        return torch.cat([p(obs[lo:hi], bar[lo:hi]) for p, lo, hi in parts])
+
+    return act
+
+
+def market_window(market: MarketTensors, start: int, stop: int) -> MarketTensors:
+    """Bars [start, stop) of the market as views, indexed from `start`."""
+    cut = {k: getattr(market, k)[start:stop]
+           for k in ("features", "open", "high", "low", "close", "atr", "reward_scale",
+                     "session_end")}
+    return replace(market, ts=market.ts[start:stop], **cut)
+
+
+def _result(market: MarketTensors, window: Window, starts: np.ndarray, steps: int,
+            pnl: np.ndarray, pos: np.ndarray, act: np.ndarray, trades: int, capital: float,
             periods_per_year: float | None) -> WindowResult:
-    pnl = money.reshape(-1).cpu().numpy()  # [chunks, steps] -> time order
-    pos = position.reshape(-1).cpu().numpy()
-    act = actions.reshape(-1, actions.shape[-1]).cpu().numpy()
-    bar = (starts[:, None] + torch.arange(steps, device=starts.device)).reshape(-1).cpu().numpy()
+    """One window's result from its pieces' records in time order (dollars per decision)."""
+    bar = (starts[:, None] + np.arange(steps)).reshape(-1)
     ppy = periods_per_year or periods_per_year_from_ts(market.ts[window.start:window.stop])
     r = pnl / capital
     return WindowResult(
-        pnl=pnl, position=pos, action=act, bar=bar, trades=int(trades.sum()),
+        pnl=pnl, position=pos, action=act, bar=bar, trades=trades,
         sharpe=sharpe(r, ppy), total_pnl=float(pnl.sum()),
         total_return=total_return(r),
         max_drawdown=drawdown(compounded_equity(r)).depth,
@@ -164,10 +285,14 @@ def greedy_policy(network: torch.nn.Module) -> Policy:
 
 
 def constant_policy(action: tuple[int, ...], n_branches: int = 3) -> Policy:
-    """Always the same branch choices, e.g. (0, 0, 0) flat or (1, 2, 0) full-size long."""
+    """Always the same branch choices, e.g. (0, 0, 0) flat or (1, 2, 0) full-size long. Filled
+    on the device (no host data), so a CUDA graph can capture it."""
+    choices = tuple(int(a) for a in action[:n_branches])
 
     def act(obs: Tensor, bar: Tensor) -> Tensor:
-        return torch.tensor(action[:n_branches], device=obs.device).expand(obs.shape[0], -1)
+        n = obs.shape[0]
+        return torch.stack([torch.full((n,), c, dtype=torch.long, device=obs.device)
+                            for c in choices], 1)
 
     return act
 

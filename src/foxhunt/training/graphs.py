@@ -1,5 +1,7 @@
 """Run a step function eagerly, or capture it once as a CUDA graph and replay it; compile a step
-with a fall-back to eager; run independent parts of a step side by side on CUDA streams.
+with a fall-back to eager; run independent parts of a step side by side on CUDA streams; and
+clock the one-off cost of all that (`SETUP`: compiling, warm-up calls, capture), so that a
+phase's time splits into that setup and its steady work.
 
 A captured step must read and write only tensors that live as long as the graph (module
 parameters, optimiser state, env and replay buffers, accumulators), draw random numbers from the
@@ -11,12 +13,48 @@ and replays.
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+
+class SetupClock:
+    """Seconds spent on one-off work: compiling a step (`CompiledStep`), and the warm-up calls
+    and capture of a CUDA graph (`CapturedStep`). Readers take the difference of `seconds`
+    around a phase. Timed spans do not nest: time inside an outer span counts once. Host time,
+    measured without synchronising the device (a sync would be a host sync in the hot loop):
+    compiling and capturing are host work, and the warm-up calls' kernels, which run later,
+    are tiny beside them."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._depth = 0
+
+    @contextmanager
+    def span(self) -> Iterator[None]:
+        if self._depth:
+            yield
+            return
+        start = time.perf_counter()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            self.seconds += time.perf_counter() - start
+
+    def add(self, seconds: float) -> None:
+        """A span measured by the caller (ignored inside a timed span, which covers it)."""
+        if not self._depth:
+            self.seconds += seconds
+
+
+SETUP = SetupClock()
+"""The process's one clock of setup work: compile caches are per process too."""
 
 
 class CapturedStep:
@@ -34,18 +72,22 @@ class CapturedStep:
         if not self.enabled:
             self.fn()
             return
-        if self._calls < self.warmup:
-            self._calls += 1
-            self._side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self._side):
-                self.fn()
-            torch.cuda.current_stream().wait_stream(self._side)
+        if self.graph is not None:
+            self.graph.replay()
             return
-        if self.graph is None:
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
+        with SETUP.span():  # warm-up (compiling, if the step is) and capture
+            if self._calls < self.warmup:
+                self._calls += 1
+                self._side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(self._side):
+                    self.fn()
+                torch.cuda.current_stream().wait_stream(self._side)
+                return
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
                 self.fn()
-        self.graph.replay()
+            self.graph = graph
+            graph.replay()
 
 
 class SideStreams:
@@ -139,9 +181,16 @@ class CompiledStep:
         self._first = enabled
 
     def __call__(self, *args: Any) -> Any:
-        limit = _recompile_limit() if self.compiled else nullcontext()
-        with torch.profiler.record_function(f"foxhunt.{self.name}"), limit:
-            return self._run(*args)
+        if not self.compiled:
+            with torch.profiler.record_function(f"foxhunt.{self.name}"):
+                return self._run(*args)
+        frames = _compiled_frames()
+        start = time.perf_counter()
+        with torch.profiler.record_function(f"foxhunt.{self.name}"), _recompile_limit():
+            out = self._run(*args)
+        if _compiled_frames() != frames:  # this call compiled (or recompiled) something
+            SETUP.add(time.perf_counter() - start)
+        return out
 
     def _run(self, *args: Any) -> Any:
         if not self._first:
@@ -155,6 +204,11 @@ class CompiledStep:
                           f"{first}); running it uncompiled", RuntimeWarning, stacklevel=2)
             self._call, self.compiled = self.fn, False
             return self.fn(*args)
+
+
+def _compiled_frames() -> int:
+    """Frames dynamo has compiled in this process (its counter moves only when one compiles)."""
+    return torch._dynamo.utils.counters["frames"]["total"]
 
 
 @contextmanager
