@@ -1,4 +1,5 @@
-"""GPU profiles: the sizes the trainer uses, picked by CUDA device name or FOXHUNT_GPU_PROFILE."""
+"""GPU profiles: the sizes and the training budget the trainer uses, picked by CUDA device name or
+FOXHUNT_GPU_PROFILE."""
 
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ class GpuProfile(StrictConfig):
     hidden: int = Field(gt=0)
     n_envs: int = Field(gt=0)
     episode_len: int = Field(gt=1)
+    updates_per_fold: int = Field(
+        gt=0, description="gradient updates per walk-forward fold ([train] updates_per_fold): "
+        "sized to what the device does in a few minutes",
+    )
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ atoms = 11
 capacity = 4096
 [train]
 epochs = 1
-collect_steps = 4
-updates_per_epoch = 5
+updates_per_fold = 5
+replay_ratio = 2.5
 learning_starts = 64
 batch_size = 32
 n_envs = 16
@@ -55,6 +55,10 @@ def test_train_writes_a_run_and_prints_the_fold_table(trained):
             assert fold["test"] == fold["baselines"]["flat"]
     source = json.loads((run_dir / "source.json").read_text())
     assert source["symbol"] == "SYN" and source["bars"] == "1min"
+    # the run's phase split, as in phases.json
+    assert doc["phases"] == json.loads((run_dir / "phases.json").read_text())
+    assert {"setup_compile_s", "experience_s", "updates_s", "validation_s", "test_s", "other_s",
+            "total_s", "experience_updates_share"} <= set(doc["phases"])
 
 
 def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, trained, tmp_path):
@@ -71,6 +75,16 @@ def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, traine
     for column in ("fold", "val", "test", "psr", "deployed"):
         assert column in out.lower()
     assert out.count("\n") >= 4  # header and one row per fold
+    # The run ends with its phase split on one line.
+    last = out.rstrip("\n").splitlines()[-1]
+    assert last.startswith("phases: setup+compile ")
+    for phase in ("experience", "updates", "validation", "test", "other", "total"):
+        assert f"| {phase} " in last
+    phases = json.loads((tmp_path / "run2" / "phases.json").read_text())
+    assert f"total {phases['total_s']:.1f} s" in last
+    share = round(100 * phases["experience_updates_share"])
+    assert last.endswith(f"experience+updates {share}% of the {phases['post_compile_s']:.1f} s "
+                         "after setup+compile")
     verdicts = [line for line in err.splitlines() if line.startswith("fold ") and ": " in line]
     assert [v.split(":")[0] for v in verdicts] == ["fold 0", "fold 1"]  # one after each fold
     assert all(v.split(": ", 1)[1].startswith(("deployed agent (val Sharpe", "no edge: flat (val Sharpe"))
@@ -96,6 +110,28 @@ def test_train_on_a_terminal_draws_one_progress_bar_over_all_epochs(capsys, trai
     assert "walk-forward" in err and "2/2" in err and "fold 1 epoch 0" in err
     assert "[1/2]" not in err  # the bar, not the log lines
     assert "fold 0: " in err and "fold 1: " in err  # the verdicts, above the bar
+
+
+def test_the_budget_options_reach_the_run(capsys, trained, tmp_path):
+    cfg, _, _ = trained
+    doc = run_json(capsys, "--config", str(cfg), "train", "SYN", "--bars", "1min", "--seed", "1",
+                   "--epochs", "2", "--updates-per-fold", "3", "--out", str(tmp_path / "run5"))
+    spec = json.loads((tmp_path / "run5" / "spec.json").read_text())
+    assert spec["train"]["epochs"] == 2 and spec["train"]["updates_per_fold"] == 3
+    lines = [json.loads(x) for x in (tmp_path / "run5" / "run.jsonl").read_text().splitlines()]
+    assert [x["updates"] for x in lines if x["fold"] == 0] == [1, 2]
+    assert len(doc["folds"]) == 2
+
+
+def test_an_old_budget_key_is_one_line_naming_its_replacement(capsys, trained, tmp_path):
+    cfg, _, _ = trained
+    old = tmp_path / "old.toml"
+    old.write_text(cfg.read_text().replace("updates_per_fold = 5", "updates_per_epoch = 5"))
+    code, out, err = run(capsys, "--config", str(old), "train", "SYN", "--out",
+                         str(tmp_path / "run6"))
+    assert code != 0 and out == ""
+    [line] = err.strip().splitlines()
+    assert "'updates_per_epoch' was replaced by [train] updates_per_fold" in line
 
 
 def test_an_episode_longer_than_the_training_window_is_clipped_with_one_notice(capsys, trained,

@@ -41,16 +41,27 @@ def test_env_var_overrides_device(monkeypatch):
 
 def test_override_by_file(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text("batch_size = 64\natoms = 21\nreplay_capacity = 1000\nhidden = 32\nn_envs = 8\nepisode_len = 50\n")
+    f.write_text("batch_size = 64\natoms = 21\nreplay_capacity = 1000\nhidden = 32\nn_envs = 8\n"
+                 "episode_len = 50\nupdates_per_fold = 500\n")
     choice = choose_profile(str(f))
     assert choice.profile.name == "mine" and choice.profile.atoms == 21
+    assert choice.profile.updates_per_fold == 500
+
+
+def test_a_profile_file_without_a_budget_says_which_key_is_missing(tmp_path):
+    f = tmp_path / "old.toml"
+    f.write_text("batch_size = 64\natoms = 21\nreplay_capacity = 1000\nhidden = 32\nn_envs = 8\n"
+                 "episode_len = 50\n")
+    with pytest.raises(ConfigError, match=r"old\.toml: missing key 'updates_per_fold'"):
+        choose_profile(str(f))
 
 
 def test_bad_profiles_are_clear_errors(tmp_path):
     with pytest.raises(ConfigError, match="unknown GPU profile 'h300'.*known: a100"):
         choose_profile("h300")
     f = tmp_path / "bad.toml"
-    f.write_text("batch_size = 64\natoms = 7\nreplay_capacity = 1000\nhidden = 32\nn_envs = 8\nepisode_len = 50\n")
+    f.write_text("batch_size = 64\natoms = 7\nreplay_capacity = 1000\nhidden = 32\nn_envs = 8\n"
+                 "episode_len = 50\nupdates_per_fold = 500\n")
     with pytest.raises(ConfigError, match=r"bad\.toml: key 'atoms'"):
         choose_profile(str(f))
 
@@ -60,3 +71,13 @@ def test_profiles_hold_what_the_trainer_needs():
         assert prof.atoms in (11, 21, 51)
         assert prof.batch_size > 0 and prof.replay_capacity >= prof.batch_size
         assert prof.hidden > 0 and prof.n_envs > 0 and prof.episode_len > 1
+
+
+def test_fast_gpus_train_at_least_250k_updates_a_fold_and_the_cpu_keeps_its_budget():
+    """The fold's update budget follows the device: an H100 or H200 does 250,000 updates in
+    about a minute; the CPU keeps the 1,280 (20 epochs x 64) it always had; the cards between
+    sit in order of speed."""
+    budget = {name: prof.updates_per_fold for name, prof in shipped_profiles().items()}
+    assert budget["h200"] >= 250_000 and budget["h100"] >= 250_000
+    assert budget["default"] == 1_280
+    assert budget["default"] < budget["rtx3050"] < budget["a100"] <= budget["h100"]

@@ -28,25 +28,28 @@ def pipeline() -> FeaturePipeline:
 def tiny_spec(epochs: int = 2, folds: int = 2, performance: dict | None = None,
               **train) -> TrainingSpec:
     """Seconds on CPU: for plumbing, determinism and fold-isolation tests; `performance` sets
-    [train.performance] keys."""
+    [train.performance] keys, `train` other [train] keys. By default each epoch: 10 updates of
+    32 and 8 collect steps of 16 envs."""
+    train = {"updates_per_fold": 10 * epochs, "replay_ratio": 2.5, **train}
     return TrainingSpec(
         env=EnvConfig(window=4, episode_len=32, slippage_ticks=0),
         agent=AgentConfig(hidden=32, atoms=11, lr=1e-3),
         replay=ReplayConfig(capacity=4096, beta_anneal_steps=200),
-        train=TrainConfig(epochs=epochs, collect_steps=8, updates_per_epoch=10, learning_starts=128,
-                          batch_size=32, n_envs=16, eval_windows=8,
+        train=TrainConfig(epochs=epochs, learning_starts=128, batch_size=32, n_envs=16,
+                          eval_windows=8,
                           performance=PerformanceConfig(**(performance or {})), **train),
         walkforward=WalkForwardConfig(folds=folds, purge=8),
     )
 
 
 def learning_spec() -> TrainingSpec:
-    """Tens of seconds on CPU: enough updates to learn the planted signal of `synth`."""
+    """Tens of seconds on CPU: enough updates to learn the planted signal of `synth`. Each
+    epoch: 60 updates of 128 and 16 collect steps of 32 envs."""
     return TrainingSpec(
         env=EnvConfig(window=4, episode_len=64, slippage_ticks=0),
         agent=AgentConfig(hidden=64, atoms=11, lr=1e-3),
         replay=ReplayConfig(capacity=40_000, beta_anneal_steps=1_000),
-        train=TrainConfig(epochs=8, collect_steps=16, updates_per_epoch=60, learning_starts=512,
+        train=TrainConfig(epochs=8, updates_per_fold=480, replay_ratio=15.0, learning_starts=512,
                           batch_size=128, n_envs=32, eval_windows=16),
         walkforward=WalkForwardConfig(folds=1, purge=8),
     )

@@ -68,6 +68,10 @@ def test_phases_see_no_bar_beyond_their_window():
     trainer = WalkForwardTrainer(tiny_spec(), market.bars, pipeline(), instrument(), "/tmp/unused", CPU)
     fold = trainer.folds[0]
     ctx = trainer.start_fold(fold)
-    assert len(ctx.learner.market) == fold.train.stop
+    # The learner's market is the training window from its first observation on: its last bar
+    # is the window's last.
+    base, window = trainer.learner_window(fold)
+    assert ctx.learner.market.ts[-1] == market.bars.ts[fold.train.stop - 1]
+    assert base + len(ctx.learner.market) == fold.train.stop and window.stop == len(ctx.learner.market)
     assert len(ctx.val_market) == fold.val.stop
     assert len(ctx.test_market) == fold.test.stop

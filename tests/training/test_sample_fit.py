@@ -57,7 +57,7 @@ def test_the_h200_profile_trains_on_the_bundled_sample(sample, tmp_path):
     bars, instrument, pipeline = sample
     spec = TrainingSpec().sized_for(shipped_profiles()["h200"]).with_overrides(
         {"agent": {"hidden": 32, "atoms": 11}, "replay": {"capacity": 4096},
-         "train": {"epochs": 1, "collect_steps": 2, "updates_per_epoch": 2, "learning_starts": 0,
+         "train": {"epochs": 1, "updates_per_fold": 2, "replay_ratio": 2.0, "learning_starts": 0,
                    "batch_size": 32, "n_envs": 16}}, "test")
     assert spec.env.episode_len == 1024
     trainer = WalkForwardTrainer(spec, bars, pipeline, instrument, tmp_path, CPU)

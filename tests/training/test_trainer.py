@@ -184,3 +184,69 @@ def test_a_folds_learner_is_released_before_the_next_fold_builds_its_own(market,
     trainer.start_fold = start_fold
     trainer.run()
     assert alive_at_start == [[], [False]]
+
+
+def test_later_folds_reuse_the_first_folds_compiled_steps(market, tmp_path):
+    """Rolling folds give every learner a market of the same length and an env of the same
+    bounds (`learner_window`), so dynamo's guards on the compiled steps (tensor shapes, the
+    env's start range) hold in folds 2..k and nothing is traced again, but the optimiser step,
+    which dynamo guards on the optimiser object itself. (On the CPU with dynamo's eager
+    backend: the guards are the device's.)"""
+    import logging
+
+    from foxhunt.training.graphs import CompiledStep
+    from foxhunt.training.learner import COMPILED_STEPS
+
+    def eager_backend(fn, dynamic, **options):
+        return torch.compile(fn, backend="eager", dynamic=dynamic)
+
+    recompiled: list[str] = []
+
+    class Recompiles(logging.Handler):
+        def emit(self, record):
+            first = record.getMessage().splitlines()[0]
+            if first.startswith("Recompiling function"):
+                recompiled.append(first.split()[2])
+
+    torch._dynamo.reset()
+    trainer = make(market, tmp_path, tiny_spec(folds=3))
+    handler, logger = Recompiles(), logging.getLogger("torch._dynamo")
+    torch._logging.set_logs(recompiles=True)
+    logger.addHandler(handler)
+    try:
+        for fold in trainer.folds:
+            if fold.index == 1:
+                recompiled.clear()  # fold 0 compiled everything
+            lr = trainer.start_fold(fold).learner
+            lr.generator = lr.replay.generator = lr.env.generator = None  # as on CUDA
+            for name in COMPILED_STEPS:
+                setattr(lr, name, CompiledStep(getattr(lr, name).fn, True, name,
+                                               compiler=eager_backend))
+            lr.run_collect(8)
+            lr.run_updates(3)
+            del lr
+    finally:
+        logger.removeHandler(handler)
+        torch._logging.set_logs()
+    assert set(recompiled) <= {"apply_gradients"}, recompiled
+    assert [f.train.stop - f.train.start for f in trainer.folds] == [len(trainer.folds[0].train)] * 3
+
+
+def test_a_run_splits_its_wall_into_phases(market, tmp_path):
+    """phases.json: setup and compiling, collecting, updating, validating, testing, the rest,
+    the total, and the share of the wall after setup spent collecting and updating; the epoch
+    lines time the same phases."""
+    result = make(market, tmp_path).run()
+    phases = json.loads((tmp_path / "phases.json").read_text())
+    assert phases == result.phases
+    named = ("setup_compile_s", "experience_s", "updates_s", "validation_s", "test_s")
+    assert all(phases[k] > 0 for k in named)
+    assert phases["other_s"] >= 0
+    assert sum(phases[k] for k in (*named, "other_s")) == pytest.approx(phases["total_s"], abs=0.01)
+    assert phases["post_compile_s"] == pytest.approx(phases["total_s"] - phases["setup_compile_s"],
+                                                     abs=0.01)
+    share = (phases["experience_s"] + phases["updates_s"]) / phases["post_compile_s"]
+    assert phases["experience_updates_share"] == pytest.approx(share, abs=1e-3)
+    timings = read_lines(tmp_path / "timings.jsonl")
+    assert sum(t["training_ms"] for t in timings) / 1e3 == pytest.approx(phases["updates_s"], abs=1e-3)
+    assert all(t["compile_ms"] == 0 for t in timings)  # the CPU compiles nothing

@@ -22,7 +22,8 @@ def _progress() -> Progress:
 
 def run_training(
     ctx: typer.Context, symbol: str, bars: str, *, folds: int | None = None,
-    epochs: int | None = None, profile: str | None = None, device: str | None = None,
+    epochs: int | None = None, updates_per_fold: int | None = None,
+    profile: str | None = None, device: str | None = None,
     seed: int | None = None, out_dir: Path | None = None, resume: bool = False,
     spec_overrides: dict[str, dict[str, Any]] | None = None, quiet: bool = False,
 ):
@@ -39,7 +40,8 @@ def run_training(
     updates: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (spec_overrides or {}).items()}
     if folds is not None:
         updates.setdefault("walkforward", {})["folds"] = folds
-    for key, value in (("epochs", epochs), ("device", device), ("seed", seed)):
+    for key, value in (("epochs", epochs), ("updates_per_fold", updates_per_fold),
+                       ("device", device), ("seed", seed)):
         if value is not None:
             updates.setdefault("train", {})[key] = value
     if updates:
@@ -109,6 +111,18 @@ def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None
     os.replace(tmp, run_dir / SOURCE_FILE)
 
 
+def phase_line(phases: dict[str, Any]) -> str:
+    """The run's phase split (`WalkForwardTrainer.phase_split`) as one line."""
+    names = (("setup_compile", "setup+compile"), ("experience", "experience"),
+             ("updates", "updates"), ("validation", "validation"), ("test", "test"),
+             ("other", "other"))
+    parts = " | ".join(f"{label} {phases[f'{key}_s']:.1f} s" for key, label in names)
+    share = phases["experience_updates_share"]
+    tail = "" if share is None else (f"; experience+updates {share:.0%} of the "
+                                     f"{phases['post_compile_s']:.1f} s after setup+compile")
+    return f"phases: {parts} | total {phases['total_s']:.1f} s{tail}"
+
+
 def print_fold_table(result) -> None:
     """One row per fold; a fold that deployed flat shows "no edge: flat" and flat's test result."""
     rows = [[r["fold"], r["best_epoch"], f"{r['val_sharpe']:+.2f}",
@@ -127,7 +141,12 @@ def train(
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
     bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
     folds: Annotated[Optional[int], typer.Option(help="Walk-forward folds.", min=1)] = None,
-    epochs: Annotated[Optional[int], typer.Option(help="Epochs per fold.", min=1)] = None,
+    epochs: Annotated[Optional[int], typer.Option(
+        help="Validation rounds per fold; the fold's budget is split evenly over them.",
+        min=1)] = None,
+    updates_per_fold: Annotated[Optional[int], typer.Option(
+        "--updates-per-fold", help="Gradient updates per fold (default: the GPU profile's).",
+        min=1)] = None,
     profile: Annotated[Optional[str], typer.Option(help="GPU profile name or TOML path.")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Random seed.")] = None,
@@ -135,26 +154,29 @@ def train(
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last epoch.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Walk-forward train a branching Rainbow DQN; writes a run directory and a per-fold table."""
+    """Walk-forward train a branching Rainbow DQN; writes a run directory and a per-fold table,
+    and ends with the run's phase split (also in phases.json)."""
     if resume and out_dir is None:
         from foxhunt.errors import FoxhuntError
 
         raise FoxhuntError("--resume needs --out RUN_DIR (the run to continue)")
-    result, choice, dev = run_training(ctx, symbol, bars, folds=folds, epochs=epochs, profile=profile,
+    result, choice, dev = run_training(ctx, symbol, bars, folds=folds, epochs=epochs,
+                                       updates_per_fold=updates_per_fold, profile=profile,
                                        device=device, seed=seed, out_dir=out_dir, resume=resume,
                                        quiet=as_json)
     if as_json:
         _emit_json({"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
-                    "folds": [f.__dict__ for f in result.folds]})
+                    "folds": [f.__dict__ for f in result.folds], "phases": result.phases})
     else:
         print_fold_table(result)
+        out.print(phase_line(result.phases), soft_wrap=True, markup=False, highlight=False)
 
 
 DEMO_OVERRIDES = {
     "env": {"window": 16, "episode_len": 128},
     "agent": {"hidden": 128, "atoms": 21},
     "replay": {"capacity": 50_000, "beta_anneal_steps": 2_000},
-    "train": {"epochs": 6, "collect_steps": 16, "updates_per_epoch": 60, "learning_starts": 1_024,
+    "train": {"epochs": 6, "updates_per_fold": 360, "replay_ratio": 7.5, "learning_starts": 1_024,
               "batch_size": 128, "n_envs": 64},
     "walkforward": {"folds": 3, "purge": 16},
 }

@@ -1,12 +1,19 @@
 """Training settings (`[train]`) and the bundle of sections one training run needs.
 
 Sizes that depend on the hardware (batch, atoms, replay capacity, hidden width, parallel envs,
-episode length) come from the GPU profile unless the user's config sets them explicitly;
-`TrainingSpec.sized_for` applies that rule in one place.
+episode length, the fold's update budget) come from the GPU profile unless the user's config
+sets them explicitly; `TrainingSpec.sized_for` applies that rule in one place.
+
+A fold's training budget is `[train] updates_per_fold` gradient updates and the env transitions
+that `replay_ratio` asks for, split evenly over `epochs` rounds of (collect, update, validate);
+`TrainConfig.budget` states the arithmetic.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -29,6 +36,13 @@ REMOVED = {
     "twin_target_pass": "it was never faster and is gone",
     "side_streams_first": "it was never faster and is gone",
 }
+REPLACED = {
+    "updates_per_epoch": "[train] updates_per_fold (gradient updates per fold, spread evenly "
+                         "over its epochs; unset: the GPU profile's)",
+    "collect_steps": "[train] replay_ratio (gradient samples per collected transition; each "
+                     "epoch's collect steps follow from it, batch_size and n_envs)",
+}
+"""Keys of the old per-epoch budget and the key that replaced each (issue 19)."""
 
 
 class PerformanceConfig(StrictConfig):
@@ -74,11 +88,25 @@ class TrainConfig(StrictConfig):
                                      f"'{MOVED_TO_PERFORMANCE[key]}'; see docs/training.md)")
                 if key in REMOVED:
                     raise ValueError(f"'{key}' was removed: {REMOVED[key]}")
+                if key in REPLACED:
+                    raise ValueError(f"'{key}' was replaced by {REPLACED[key]}; see "
+                                     "docs/training.md")
         return data
 
-    epochs: int = Field(default=20, ge=1)
-    collect_steps: int = Field(default=32, ge=1, description="vectorised env steps per epoch")
-    updates_per_epoch: int = Field(default=64, ge=1)
+    epochs: int = Field(
+        default=20, ge=1,
+        description="validation rounds per fold: the fold's budget is split evenly over them, "
+        "and the model is judged on validation after each",
+    )
+    updates_per_fold: int | None = Field(
+        default=None, gt=0, description="gradient updates per fold; None: the GPU profile's"
+    )
+    replay_ratio: float = Field(
+        default=4.0, gt=0,
+        description="gradient samples per collected env transition (updates x batch_size / "
+        "transitions): each epoch collects its updates x batch_size / replay_ratio "
+        "transitions, in whole vectorised steps of n_envs, at least one",
+    )
     learning_starts: int = Field(
         default=2_000, ge=0, description="transitions collected before the first update"
     )
@@ -95,6 +123,60 @@ class TrainConfig(StrictConfig):
     eval_windows: int = Field(
         default=8, ge=1, description="chunks a validation/test window is split into for evaluation"
     )
+
+    def budget(self) -> FoldBudget:
+        """The fold's schedule: updates and collect steps per epoch. Needs the profile-sized
+        fields (`TrainingSpec.sized_for`)."""
+        unset = [k for k in ("updates_per_fold", "batch_size", "n_envs") if getattr(self, k) is None]
+        if unset:
+            raise ConfigError(f"[train] {', '.join(unset)} unset: size the spec with a GPU "
+                              "profile (TrainingSpec.sized_for) or set them")
+        return fold_budget(self.updates_per_fold, self.epochs, self.batch_size, self.n_envs,
+                           self.replay_ratio, self.learning_starts)
+
+
+@dataclass(frozen=True)
+class FoldBudget:
+    """What one fold trains: `updates[e]` gradient updates and `collect_steps[e]` vectorised
+    env steps (of `n_envs` transitions each) in epoch e."""
+
+    updates: tuple[int, ...]
+    collect_steps: tuple[int, ...]
+    n_envs: int
+    batch_size: int
+
+    @property
+    def total_updates(self) -> int:
+        return sum(self.updates)
+
+    @property
+    def transitions(self) -> int:
+        return sum(self.collect_steps) * self.n_envs
+
+    @property
+    def replay_ratio(self) -> float:
+        """Gradient samples per collected transition, as scheduled (rounding to whole steps,
+        the warm-up and the one-step minimum make it differ from the configured one)."""
+        return self.total_updates * self.batch_size / self.transitions
+
+
+def fold_budget(updates: int, epochs: int, batch_size: int, n_envs: int, replay_ratio: float,
+                learning_starts: int = 0) -> FoldBudget:
+    """`updates` spread evenly over `epochs` (earlier epochs take one fewer where they do not
+    divide); after epoch e the fold has collected ceil(updates so far x batch_size /
+    replay_ratio) transitions, in whole steps of `n_envs`. Every epoch collects at least one
+    step, and the first at least enough for the first update (`learning_starts` and one batch)."""
+    per_epoch = tuple(updates * (e + 1) // epochs - updates * e // epochs for e in range(epochs))
+    ratio = Fraction(replay_ratio).limit_denominator(1_000_000)
+    warm_up = math.ceil(max(learning_starts, batch_size) / n_envs)
+    steps, done, updated = [], 0, 0
+    for u in per_epoch:
+        updated += u
+        transitions = math.ceil(updated * batch_size / ratio)
+        target = max(math.ceil(transitions / n_envs), done + 1, warm_up)
+        steps.append(target - done)
+        done = target
+    return FoldBudget(per_epoch, tuple(steps), n_envs, batch_size)
 
 
 class TrainingSpec(StrictConfig):
@@ -126,7 +208,8 @@ class TrainingSpec(StrictConfig):
             update = {k: v for k, v in mapping.items() if k not in section.model_fields_set}
             return section.model_copy(update=update)
 
-        train = fill(self.train, {"batch_size": profile.batch_size, "n_envs": profile.n_envs})
+        train = fill(self.train, {"batch_size": profile.batch_size, "n_envs": profile.n_envs,
+                                  "updates_per_fold": profile.updates_per_fold})
         return self.model_copy(
             update={
                 "env": fill(self.env, {"episode_len": profile.episode_len}),

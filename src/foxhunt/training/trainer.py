@@ -1,5 +1,8 @@
 """Walk-forward training: for each fold, epochs of (collect K env steps, U updates, validate).
 
+A fold's budget is `[train] updates_per_fold` updates and the transitions `replay_ratio` asks
+for, split evenly over `epochs` (`TrainConfig.budget`).
+
 Per fold the normaliser is fitted on the training window, the market handed to each phase ends
 at the last bar that phase may see, and the model with the best validation Sharpe is kept. The
 fold deploys it only if its validation returns beat flat with probabilistic Sharpe ratio
@@ -12,9 +15,13 @@ window (`train_eval` in run.jsonl), the same metric as validation's on bars it t
 that memorising shows as a gap between the two.
 
 Run directory: `spec.json`, `run.jsonl` (one diagnostics line per epoch; identical for the same
-seed on CPU), `timings.jsonl` (phase timings), `folds.json` (the per-fold table),
-`checkpoints/fold{k}.pt` (best model, deployed or not) and `checkpoints/fold{k}_last.pt`
-(resume point).
+seed on CPU), `timings.jsonl` (phase timings per epoch), `phases.json` (the run's phase split:
+`PHASES`), `folds.json` (the per-fold table), `checkpoints/fold{k}.pt` (best model, deployed or
+not) and `checkpoints/fold{k}_last.pt` (resume point).
+
+Every fold's training env gets its market from the window's first observation to its last bar,
+indexed from there, so that rolling folds (equal windows) hand the compiled steps tensors of
+equal shapes and envs of equal bounds: folds 2..k reuse what fold 1 compiled.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +47,28 @@ from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.evaluate import (
+    Rollouts,
     WindowResult,
     constant_policy,
     greedy_policy,
-    rollout,
-    rollouts,
+    market_window,
 )
+from foxhunt.training.graphs import SETUP
 from foxhunt.training.learner import Learner
 from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict, health_notes
 from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window, fit_episode_len
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
+PHASES = ("setup_compile", "experience", "updates", "validation", "test")
+"""Where a run's wall time goes (`phases.json`): fold setup (features, market, learner) with
+every compilation, graph warm-up and capture (`graphs.SETUP`); collecting; updating; validating
+(the epoch's metrics read and the greedy rollouts of validation and the training slice); the
+test window's rollouts. `other` is the rest of the wall (checkpoints, logs)."""
 
 
 def market_head(market: MarketTensors, stop: int) -> MarketTensors:
     """The market up to bar `stop` (exclusive) as views: later bars do not exist for its user."""
-    cut = {k: getattr(market, k)[:stop]
-           for k in ("features", "open", "high", "low", "close", "atr", "reward_scale", "session_end")}
-    return replace(market, ts=market.ts[:stop], **cut)
+    return market_window(market, 0, stop)
 
 
 @dataclass
@@ -93,6 +105,7 @@ class FoldReport:
 class RunResult:
     run_dir: Path
     folds: list[FoldReport] = field(default_factory=list)
+    phases: dict[str, Any] = field(default_factory=dict)  # `phase_split`, as in phases.json
 
     def table(self) -> list[dict[str, Any]]:
         return [f.row() for f in self.folds]
@@ -110,6 +123,7 @@ class FoldContext:
     best_epoch: int = -1
     start_epoch: int = 0
     epochs: list[dict[str, Any]] = field(default_factory=list)  # its run.jsonl lines
+    rollouts: dict[tuple[Any, ...], Rollouts] = field(default_factory=dict)  # see `_rollouts`
 
 
 def _write_json(path: Path, doc: Any) -> None:
@@ -148,6 +162,13 @@ class WalkForwardTrainer:
             env = spec.env.model_copy(update={"episode_len": episode_len})
             spec = spec.model_copy(update={"env": env})
         self.spec = spec
+        self.budget = spec.train.budget()
+        cuda, perf = self.device.type == "cuda", spec.train.performance
+        # Validation runs every epoch: its rollout step is graphed and compiled like the
+        # learner's. The test window is rolled out once per fold: graphed only.
+        self.rollout_graphs = cuda and perf.cuda_graphs
+        self.rollout_compile = cuda and perf.compile
+        self.phases = dict.fromkeys(PHASES, 0.0)
 
     @property
     def folds(self) -> list[Fold]:
@@ -165,39 +186,86 @@ class WalkForwardTrainer:
             raise ConfigError(f"{spec_file}: the run was started with other settings; "
                               "resume with the same config or use a new --out")
         if not resume:
-            for name in ("run.jsonl", "timings.jsonl", "folds.json"):
+            for name in ("run.jsonl", "timings.jsonl", "folds.json", "phases.json"):
                 (self.run_dir / name).unlink(missing_ok=True)
         _write_json(spec_file, spec_doc)
         result = RunResult(self.run_dir)
         done = self._finished_folds() if resume else {}
+        began = time.perf_counter()
+        self.phases = dict.fromkeys(PHASES, 0.0)
         for fold in self.folds:
             result.folds.append(done[fold.index] if fold.index in done
                                 else self._run_fold(fold, resume))
             _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
+            result.phases = self.phase_split(time.perf_counter() - began)
+            _write_json(self.run_dir / "phases.json", result.phases)
             if self.on_fold:
                 self.on_fold(result.folds[-1])
         return result
 
+    def phase_split(self, total: float) -> dict[str, Any]:
+        """`PHASES` in seconds, `other` (the rest of `total`), `total`, and the share of the
+        wall after setup and compilation spent collecting and updating."""
+        doc: dict[str, Any] = {f"{k}_s": round(v, 3) for k, v in self.phases.items()}
+        doc["other_s"] = round(total - sum(self.phases.values()), 3)
+        doc["total_s"] = round(total, 3)
+        post = total - self.phases["setup_compile"]
+        work = self.phases["experience"] + self.phases["updates"]
+        doc["post_compile_s"] = round(post, 3)
+        doc["experience_updates_share"] = round(work / post, 4) if post > 0 else None
+        return doc
+
+    @contextmanager
+    def _timed(self, phase: str, lap: dict[str, float] | None = None) -> Iterator[None]:
+        """Time a phase (the device synchronised at both ends): setup work inside it
+        (`graphs.SETUP`) counts as setup_compile, the rest as `phase`; `lap` gets both, in
+        milliseconds, for timings.jsonl."""
+        _sync(self.device)
+        start, setup = time.perf_counter(), SETUP.seconds
+        try:
+            yield
+        finally:
+            _sync(self.device)
+            once = SETUP.seconds - setup
+            work = time.perf_counter() - start - once
+            self.phases[phase] += work
+            self.phases["setup_compile"] += once
+            if lap is not None:
+                lap[phase] = lap.get(phase, 0.0) + 1e3 * work
+                lap["setup_compile"] = lap.get("setup_compile", 0.0) + 1e3 * once
+
     def _run_fold(self, fold: Fold, resume: bool) -> FoldReport:
         """One fold from its boundary to its report. Its learner (replay, captured graphs,
         device tensors) is released on return, before the next fold builds its own."""
-        ctx = self.start_fold(fold)
-        if resume:
-            self._resume(ctx)
+        with self._timed("setup_compile"):
+            ctx = self.start_fold(fold)
+            if resume:
+                self._resume(ctx)
         return self.train_fold(ctx)
 
     def fold_seed(self, fold: Fold) -> int:
         return self.spec.train.seed * 1_000_003 + fold.index
 
     def start_fold(self, fold: Fold) -> FoldContext:
-        """Apply FOLD_BOUNDARY: refit the normaliser, rebuild the market, fresh learner."""
+        """Apply FOLD_BOUNDARY: refit the normaliser, rebuild the market, fresh learner. The
+        learner's market is the training window from its first observation on, indexed from
+        there (`learner_window`)."""
         features = self.pipeline.transform(self.bars, fit_until=fold.train.stop)
         market = MarketTensors.from_bars(self.bars, features.values.copy(), self.instrument, self.spec.env,
                                          self.device)
-        learner = Learner(self.spec, market_head(market, fold.train.stop), fold.train,
+        base, window = self.learner_window(fold)
+        learner = Learner(self.spec, market_window(market, base, fold.train.stop), window,
                           features.groups, self.device, self.fold_seed(fold))
         return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop))
+
+    def learner_window(self, fold: Fold) -> tuple[int, Window]:
+        """(first bar of the learner's market, the training window indexed from it): the
+        market starts at the first bar an observation in the window reads, so every rolling
+        fold's learner has a market of the same length and an env of the same bounds, and its
+        compiled steps are fold 1's (their guards hold on shapes and those bounds)."""
+        base = max(0, fold.train.start - (self.spec.env.window - 1))
+        return base, Window(fold.train.start - base, fold.train.stop - base)
 
     @staticmethod
     def train_slice(fold: Fold) -> Window:
@@ -217,11 +285,25 @@ class WalkForwardTrainer:
         net = ctx.learner.online
         net.eval()
         try:
-            return rollouts(greedy_policy(net), market, self.spec.env, windows,
-                            self.spec.train.capital, chunks or self.spec.train.eval_windows,
-                            self.device, self.periods_per_year)
+            runner = self._rollouts(ctx, market, windows, chunks or self.spec.train.eval_windows,
+                                    lambda: greedy_policy(net))
+            return runner.run()
         finally:
             net.train()
+
+    def _rollouts(self, ctx: FoldContext, market: MarketTensors, windows: list[Window],
+                  chunks: int, policy: Callable[[], Any]) -> Rollouts:
+        """The fold's `Rollouts` of these windows, built on first use and run again after:
+        validation's every epoch (on CUDA graphed and, with [train.performance] compile,
+        compiled), the test window's once (graphed)."""
+        key = (id(market), tuple(windows), chunks, policy.__qualname__)
+        if key not in ctx.rollouts:
+            validating = market is ctx.val_market
+            ctx.rollouts[key] = Rollouts(
+                policy(), market, self.spec.env, windows, self.spec.train.capital, chunks,
+                self.device, self.periods_per_year, graphs=self.rollout_graphs,
+                compile=self.rollout_compile and validating)
+        return ctx.rollouts[key]
 
     def judge(self, ctx: FoldContext) -> tuple[WindowResult, WindowResult]:
         """The greedy policy on validation and on the training slice, in one rollout."""
@@ -229,21 +311,26 @@ class WalkForwardTrainer:
                                           [ctx.fold.val, self.train_slice(ctx.fold)])
         return val, seen
 
+    def collect_steps(self, ctx: FoldContext, epoch: int) -> int:
+        """The budget's collect steps of `epoch`, or more where the learner holds fewer
+        transitions than its first update needs (a resumed fold refills its replay)."""
+        t = self.spec.train
+        short = max(t.learning_starts, t.batch_size) - ctx.learner.transitions
+        return max(self.budget.collect_steps[epoch], -(-short // ctx.learner.env.n_envs))
+
     def train_fold(self, ctx: FoldContext) -> FoldReport:
         t, learner, fold = self.spec.train, ctx.learner, ctx.fold
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         for epoch in range(ctx.start_epoch, t.epochs):
-            t0 = time.perf_counter()
-            learner.run_collect(t.collect_steps)
-            _sync(self.device)
-            t1 = time.perf_counter()
-            if learner.ready_to_learn():
-                learner.run_updates(t.updates_per_epoch)
-            _sync(self.device)
-            t2 = time.perf_counter()
-            metrics = learner.read_metrics()
-            val, seen = self.judge(ctx)
-            t3 = time.perf_counter()
+            lap: dict[str, float] = {}
+            with self._timed("experience", lap):
+                learner.run_collect(self.collect_steps(ctx, epoch))
+            with self._timed("updates", lap):
+                if learner.ready_to_learn():
+                    learner.run_updates(self.budget.updates[epoch])
+            with self._timed("validation", lap):
+                metrics = learner.read_metrics()
+                val, seen = self.judge(ctx)
             best = val.sharpe > ctx.best_sharpe
             if best:
                 ctx.best_sharpe, ctx.best_epoch = val.sharpe, epoch
@@ -255,8 +342,11 @@ class WalkForwardTrainer:
                 "train_eval": seen.summary(), "gap": seen.sharpe - val.sharpe,
                 "gap_p": _gap_p(seen, val), "best": best,
             }
-            timing = {"fold": fold.index, "epoch": epoch, "experience_ms": 1e3 * (t1 - t0),
-                      "training_ms": 1e3 * (t2 - t1), "validation_ms": 1e3 * (t3 - t2),
+            timing = {"fold": fold.index, "epoch": epoch, "experience_ms": lap["experience"],
+                      "training_ms": lap["updates"], "validation_ms": lap["validation"],
+                      # compiling, graph warm-ups and captures in this epoch's phases (the
+                      # three times above are without it)
+                      "compile_ms": lap["setup_compile"],
                       # How the hot path ran: a compiler failure falls back to eager (with one
                       # warning) and shows here as much as in the times.
                       "compiled": learner.compiled, "cuda_graphs": learner.update.captured}
@@ -271,19 +361,17 @@ class WalkForwardTrainer:
     def _finish_fold(self, ctx: FoldContext) -> FoldReport:
         """Decide the deployment on validation, then roll out the test window once with it."""
         learner, fold = ctx.learner, ctx.fold
-        env, capital = self.spec.env, self.spec.train.capital
         if ctx.best_state is not None:
             learner.online.load_state_dict(ctx.best_state)
-        val, seen = self.judge(ctx)
+        with self._timed("validation"):
+            val, seen = self.judge(ctx)
         min_psr = self.spec.walkforward.deploy_min_psr
         deployed, reason = deploy_decision(val.psr, min_psr)
-        baselines = {
-            name: rollout(policy, ctx.test_market, env, fold.test, capital, 1, self.device,
-                          self.periods_per_year).summary()
-            for name, policy in (("flat", constant_policy((0, 0, 0))),
-                                 ("buy_and_hold", constant_policy(FULL_LONG)))
-        }
-        agent_test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
+        with self._timed("test"):
+            flat, held = self._rollouts(ctx, ctx.test_market, [fold.test, fold.test], 1,
+                                        _baseline_policies).run()
+            baselines = {"flat": flat.summary(), "buy_and_hold": held.summary()}
+            agent_test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
         test = agent_test if deployed == "agent" else dict(baselines["flat"])
         path = save_checkpoint(
             self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
@@ -364,6 +452,11 @@ class WalkForwardTrainer:
                 continue
             out[doc["fold"]] = FoldReport(**doc)
         return out
+
+
+def _baseline_policies() -> list[Any]:
+    """Flat and buy-and-hold through the env, each on its own copy of the test window."""
+    return [constant_policy((0, 0, 0)), constant_policy(FULL_LONG)]
 
 
 def asdict_report(report: FoldReport) -> dict[str, Any]:
