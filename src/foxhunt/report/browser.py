@@ -75,7 +75,8 @@ def _run(args: list[str], url: str, timeout: float, chromium: str | None) -> Bro
         env = {**os.environ, "HOME": profile}
         cmd = [exe, *FLAGS, f"--user-data-dir={profile}", *args, url]
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                               check=False)
         except subprocess.TimeoutExpired as exc:
             raise BrowserError(f"Chromium did not finish within {timeout:.0f}s on {url}") from exc
     if p.returncode != 0:

@@ -10,6 +10,7 @@ chart share the kept bars, so their cursors line up.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def time_segments(ts_ns: np.ndarray, max_segments: int = MAX_CHART_POINTS) -> li
         return [[int(s), int(ms[s]), int(d[s]) if s < n - 1 else 0] for s in starts]
     anchors = np.unique(np.linspace(0, n - 1, max_segments).astype(np.int64))
     out = []
-    for a, b in zip(anchors[:-1], anchors[1:], strict=True):
+    for a, b in pairwise(anchors):
         out.append([int(a), int(ms[a]), float((ms[b] - ms[a]) / (b - a))])
     out.append([int(anchors[-1]), int(ms[anchors[-1]]), 0])
     return out
