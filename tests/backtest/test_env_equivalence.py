@@ -133,6 +133,8 @@ def test_the_trainers_test_rollout_reports_what_a_backtest_of_the_window_reports
     assert theirs.pnl[0] == 0  # the first decision bar: nothing has filled yet
     np.testing.assert_allclose(ours.pnl, theirs.pnl[1:], rtol=0, atol=1e-6)
     assert ours.trades == len(theirs.trades) and ours.position[-1] == 0
-    for ours_value, key in ((ours.sharpe, "sharpe"), (ours.total_return, "total_return"),
+    # The trainer's Sharpe is per-bar annualised: the backtest's `sharpe_per_bar`.
+    for ours_value, key in ((ours.sharpe, "sharpe_per_bar"),
+                            (ours.total_return, "total_return"),
                             (ours.max_drawdown, "max_drawdown")):
         assert ours_value == pytest.approx(theirs.metrics[key], rel=1e-9), key

@@ -122,5 +122,36 @@ def test_metrics_annualise_with_the_given_bars_per_year():
     )
     assert given.metrics["periods_per_year"] == per_year
     assert observed.metrics["periods_per_year"] != per_year
-    ratio = given.metrics["sharpe"] / observed.metrics["sharpe"]
+    assert given.metrics["sharpe_basis"] == "per-bar"  # 1,500 bars: under 4 sessions
+    ratio = given.metrics["sharpe_per_bar"] / observed.metrics["sharpe_per_bar"]
     assert ratio == pytest.approx((per_year / observed.metrics["periods_per_year"]) ** 0.5)
+    assert given.metrics["sharpe"] == given.metrics["sharpe_per_bar"]
+
+
+def test_a_window_of_many_sessions_reports_the_sharpe_of_its_daily_returns():
+    """30 sessions of 390 one-minute bars: the headline Sharpe, Sortino and volatility are
+    those of the equity's daily returns (the compounded returns of each session's bars, on the
+    capital), 252 a year, as empyrical computes them from pandas' daily grouping; the per-bar
+    figures stay under `*_per_bar`, and only they depend on the bars per year."""
+    import empyrical
+    import pandas as pd
+
+    m = synth(30 * 390)
+    inst = instrument()
+    per_year = 390 * 252.0
+    a, b = (run_backtest(m.bars, inst, policies={"sma": SmaCross(5, 20)}, device="cpu",
+                         periods_per_year=ppy)[0] for ppy in (per_year, 2 * per_year))
+    r = a.pnl[1:] / a.capital
+    day = pd.to_datetime(a.ts[1:], unit="ns", utc=True).normalize()  # the session is in UTC
+    daily = ((1 + pd.Series(r, index=day)).groupby(level=0).prod() - 1).to_numpy()
+    assert a.metrics["sharpe_basis"] == "daily" and a.metrics["sessions"] == daily.size == 30
+    assert a.metrics["sharpe"] == pytest.approx(empyrical.sharpe_ratio(daily, annualization=252),
+                                                rel=1e-9)
+    assert a.metrics["sortino"] == pytest.approx(
+        empyrical.sortino_ratio(daily, annualization=252), rel=1e-9)
+    assert a.metrics["annual_volatility"] == pytest.approx(
+        empyrical.annual_volatility(daily, annualization=252), rel=1e-9)
+    assert a.metrics["sharpe_per_bar"] == pytest.approx(
+        empyrical.sharpe_ratio(r, annualization=per_year), rel=1e-9)
+    assert b.metrics["sharpe"] == a.metrics["sharpe"]
+    assert b.metrics["sharpe_per_bar"] == pytest.approx(a.metrics["sharpe_per_bar"] * 2**0.5)

@@ -260,8 +260,10 @@ def test_summary_edge_cases_are_defined(pnl):
     s = summary(pnl, 1000.0, 252, positions=np.zeros_like(pnl), trade_pnls=pnl,
                 ts=np.arange(pnl.size, dtype=np.int64), trial_sharpes=np.array([0.1, 0.2]))
     json.dumps(s, allow_nan=False)
+    assert s.pop("sharpe_basis") == "per-bar"
     assert all(v is None or math.isfinite(v) for v in s.values())
     assert s["bars"] == pnl.size and s["sharpe"] is None and s["psr"] is None
+    assert s["sharpe_per_bar"] is None and 0 <= s["sessions"] <= pnl.size
     assert sharpe(pnl / 1000.0, 252) == 0.0
     assert s["max_drawdown"] >= 0.0 and s["total_return"] == pytest.approx(total_return(pnl / 1e3))
     if pnl.size == 0:
@@ -272,12 +274,16 @@ def test_summary_edge_cases_are_defined(pnl):
 def test_summary_keys_and_defaults():
     s = summary(_series()["normal"] * 1e4, 1e4, 252)
     assert list(s) == [
-        "bars", "periods_per_year", "total_pnl", "total_return", "cagr", "annual_volatility",
-        "sharpe", "sortino", "max_drawdown", "max_drawdown_bars", "max_drawdown_days",
-        "longest_drawdown_bars", "longest_drawdown_days", "calmar", "psr", "dsr", "trades",
-        "win_rate", "profit_factor", "avg_trade", "turnover", "exposure"]
-    assert all(s[k] is None for k in ("dsr", "trades", "win_rate", "profit_factor", "avg_trade",
-                                      "turnover", "exposure", "max_drawdown_days"))
+        "bars", "sessions", "periods_per_year", "total_pnl", "total_return", "cagr",
+        "sharpe_basis", "annual_volatility", "sharpe", "sortino", "annual_volatility_per_bar",
+        "sharpe_per_bar", "sortino_per_bar", "max_drawdown", "max_drawdown_bars",
+        "max_drawdown_days", "longest_drawdown_bars", "longest_drawdown_days", "calmar", "psr",
+        "dsr", "trades", "win_rate", "profit_factor", "avg_trade", "turnover", "exposure"]
+    assert all(s[k] is None for k in ("sessions", "dsr", "trades", "win_rate", "profit_factor",
+                                      "avg_trade", "turnover", "exposure", "max_drawdown_days"))
+    assert s["sharpe_basis"] == "per-bar"
+    for key in ("sharpe", "sortino", "annual_volatility"):
+        assert s[key] == s[f"{key}_per_bar"]
     assert 0.0 < s["psr"] < 1.0 and s["max_drawdown_bars"] >= 1
 
 

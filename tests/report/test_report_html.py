@@ -21,7 +21,7 @@ from .builders import minimal, minute_ts, report
 
 def payload(page: str) -> dict:
     m = re.search(
-        r'<script type="application/json" id="foxhunt-report-data">(.*?)</script>', page, re.S
+        r'<script type="application/json" id="foxhunt-report-data">(.*?)</script>', page, re.DOTALL
     )
     assert m, "no chart data block"
 
@@ -36,7 +36,7 @@ def html_attr(page: str, name: str) -> str:
 
 
 def strip_comments(page: str) -> str:
-    return re.sub(r"/\*.*?\*/", "", page, flags=re.S)
+    return re.sub(r"/\*.*?\*/", "", page, flags=re.DOTALL)
 
 
 def test_page_is_self_contained_and_offline():
@@ -45,9 +45,9 @@ def test_page_is_self_contained_and_offline():
     # No URL at all outside /* licence comments */, and no external src/href anywhere.
     code = strip_comments(page)
     assert "http://" not in code and "https://" not in code
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
-    assert not re.search(r"<script[^>]+src=", page, re.I)
-    assert not re.search(r"<link[^>]+stylesheet", page, re.I)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.IGNORECASE)
+    assert not re.search(r"<script[^>]+src=", page, re.IGNORECASE)
+    assert not re.search(r"<link[^>]+stylesheet", page, re.IGNORECASE)
     assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', page))
     # The CSP forbids every fetch; uPlot and its licence are inlined.
     assert "default-src 'none'" in page and "connect-src 'none'" in page
@@ -273,3 +273,46 @@ def test_assets_ship_with_the_package():
     } <= names
     pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     assert '"report/assets/*"' in pyproject
+
+
+def _section(page: str, anchor: str) -> str:
+    start = page.index(f'<section id="{anchor}"')
+    return page[start : page.index("</section>", start)]
+
+
+def test_every_sharpe_table_says_its_basis():
+    """Fold figures without a `sharpe_basis` are the trainer's per-bar ones: the cards, the fold
+    table and the baselines table say so in their headers and a line under the table; the
+    metrics table names each row's basis and has one line per basis."""
+    data = report()
+    data["metrics"] = [
+        {"policy": "agent", "window": "fold 0 test", "sharpe": 1.1, "sharpe_basis": "daily",
+         "sessions": 40, "sharpe_per_bar": 9.9, "periods_per_year": 98_280.0},
+        {"policy": "agent", "window": "fold 1 test", "sharpe": 7.5, "sharpe_basis": "per-bar",
+         "sessions": 3, "sharpe_per_bar": 7.5, "periods_per_year": 98_280.0},
+    ]
+    page = render_report(data)
+    assert "Mean validation Sharpe (per-bar)" in page and "Mean test Sharpe (per-bar)" in page
+    folds = _section(page, "folds")
+    assert "<th class=num>Val Sharpe (per-bar)</th>" in folds
+    assert "<th class=num>Test Sharpe (per-bar)</th>" in folds
+    assert 'class="group">Test Sharpe (per-bar)</th>' in folds
+    per_bar_line = "Sharpe: per-bar returns, annualised x sqrt(N), N = bars a year"
+    assert folds.count(f'<p class="note">{per_bar_line}</p>') == 2  # fold and baselines tables
+    metrics = _section(page, "metrics")
+    assert "<th class=num>Sharpe basis</th>" in metrics and ">daily</td>" in metrics
+    assert "<th class=num>Sharpe per-bar</th>" in metrics and ">40</td>" in metrics
+    assert '<p class="note">Sharpe: daily (session) returns, annualised x sqrt(252) (40 sessions)' \
+        in metrics
+    assert ("Sharpe: per-bar returns, annualised x sqrt(N), N = 98,280 bars a year "
+            "(3 sessions, fewer than 20)") in metrics
+
+
+def test_fold_figures_that_carry_a_daily_basis_are_labelled_daily():
+    data = report()
+    for f in data["folds"]:
+        for m in (f["val"], f["test"], *f["baselines"].values()):
+            m["sharpe_basis"] = "daily"
+    folds = _section(render_report(data), "folds")
+    assert "<th class=num>Test Sharpe (daily)</th>" in folds and "(per-bar)" not in folds
+    assert "Sharpe: daily (session) returns, annualised x sqrt(252)" in folds

@@ -26,7 +26,7 @@ import torch
 
 from foxhunt import metrics as fm
 from foxhunt.backtest.trades import EXIT_REASONS, TRADE_COLUMNS, Trades, extract_trades
-from foxhunt.data.instruments import Instrument
+from foxhunt.data.instruments import Instrument, Session
 from foxhunt.data.series import Bars
 from foxhunt.env import fills
 from foxhunt.env.fills import Book, CostModel
@@ -136,7 +136,7 @@ def assemble(
         position=position, actions=actions, components=components, trades=trades,
         engine=engine,
     )  # fmt: skip
-    result.metrics = compute_metrics(result, periods_per_year)
+    result.metrics = compute_metrics(result, periods_per_year, instrument.session)
     return result
 
 
@@ -166,18 +166,21 @@ def _trades(bars: Bars, fill_bar: np.ndarray, record: Record, end: dict[str, flo
     )
 
 
-def compute_metrics(result: BacktestResult,
-                    periods_per_year: float | None = None) -> dict[str, Any]:
+def compute_metrics(result: BacktestResult, periods_per_year: float | None = None,
+                    session: Session | None = None) -> dict[str, Any]:
     """`foxhunt.metrics.summary` on the per-bar PnL; trade statistics on the trades' PnL after
-    costs. `periods_per_year` (docs/metrics.md: from the bar spec and session) annualises; None
-    uses the rate observed in the window's timestamps.
+    costs. `periods_per_year` (docs/metrics.md: from the bar spec and session) annualises the
+    per-bar figures; None uses the rate observed in the window's timestamps. The headline
+    Sharpe, Sortino and volatility are those of the daily returns in the instrument's `session`
+    where the window spans enough sessions (`sharpe_basis` says which; `sharpe_per_bar` is
+    always there).
 
     The return series is the T-1 bar-to-bar periods: `pnl[0]` (the first decision bar, before
     anything can fill) is not a period of the strategy, and counting it as a zero return would
     pull the Sharpe towards 0. The equity curve keeps its T points, starting at the capital."""
     ppy = periods_per_year or fm.periods_per_year_from_ts(result.ts)
     out = fm.summary(result.pnl[1:], result.capital, ppy, positions=result.position[1:],
-                     trade_pnls=result.trades["pnl"], ts=result.ts[1:])
+                     trade_pnls=result.trades["pnl"], ts=result.ts[1:], session=session)
     out["costs_paid"] = float(result.components["cost"].sum())
     return out
 

@@ -38,6 +38,7 @@ SMA_GRID = ((2, 10), (5, 20), (5, 60), (10, 100), (20, 200), (50, 400), (100, 80
 ZFADE_GRID = tuple((k, e) for k in (20, 60, 200) for e in (1.0, 1.5, 2.0))
 """(lookback, entry z) pairs; every fade exits at the mean."""
 REPORTED = ("sharpe", "total_pnl", "total_return", "max_drawdown", "bars", "costs_paid")
+"""Keys of each test result; `sharpe` here is the per-bar annualised Sharpe (below)."""
 
 
 def default_rules() -> tuple[TablePolicy, ...]:
@@ -62,8 +63,12 @@ class FoldBaselines:
 
 
 def sharpe_of(result: BacktestResult) -> float:
-    """The result's annualised Sharpe, 0.0 where undefined (no variance), for ranking."""
-    s = result.metrics.get("sharpe")
+    """The result's per-bar annualised Sharpe (`sharpe_per_bar`), 0.0 where undefined (no
+    variance), for ranking. Per-bar, not the backtest's headline (daily where a window spans
+    enough sessions): it is the trainer's basis, so the chosen rule's figures compare with the
+    agent's walk-forward figures, and short validation windows rank on the same scale as long
+    ones."""
+    s = result.metrics.get("sharpe_per_bar")
     return 0.0 if s is None else float(s)
 
 

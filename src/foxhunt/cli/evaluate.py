@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -41,33 +41,52 @@ def _metrics_rows(results) -> list[dict[str, Any]]:
 
 
 def _print_metrics(title: str, rows: list[dict[str, Any]]) -> None:
+    """The results table, with the basis of its Sharpe in the header (or a column where rows
+    differ) and one line per basis under it (docs/metrics.md)."""
+    from foxhunt.metrics import PER_BAR, sharpe_basis_lines
+
     def pct(v):
         return "—" if v is None else f"{v:+.2%}"
 
     def num(v):
         return "—" if v is None else f"{v:+.2f}"
 
-    out.print(_table(title, ["policy", "window", "Sharpe", "return", "max DD", "trades", "win rate"],
-                     [[r["policy"], f"{r['window'][0]}..{r['window'][1]}", num(r.get("sharpe")),
-                       pct(r.get("total_return")), pct(r.get("max_drawdown")), r["trades"],
-                       pct(r.get("win_rate"))] for r in rows]))
+    def count(v):
+        return "—" if v is None else f"{v:,}"
+
+    bases = list(dict.fromkeys(r.get("sharpe_basis") or PER_BAR for r in rows))
+    one = len(bases) == 1
+    head = ["policy", "window", "sessions", f"Sharpe ({bases[0]})" if one else "Sharpe"]
+    head += [] if one else ["basis"]
+    head += ["return", "max DD", "trades", "win rate"]
+    body = []
+    for r in rows:
+        cells = [r["policy"], f"{r['window'][0]}..{r['window'][1]}", count(r.get("sessions")),
+                 num(r.get("sharpe"))]
+        cells += [] if one else [r.get("sharpe_basis") or PER_BAR]
+        cells += [pct(r.get("total_return")), pct(r.get("max_drawdown")), r["trades"],
+                  pct(r.get("win_rate"))]
+        body.append(cells)
+    out.print(_table(title, head, body))
+    for line in sharpe_basis_lines(rows):
+        out.print(line)
 
 
 @app.command()
 def backtest(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
-    run: Annotated[Optional[Path], typer.Option("--run", help="Run directory: every fold's model on its test window.")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option(help="One checkpoint file.")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option(
+    run: Annotated[Path | None, typer.Option("--run", help="Run directory: every fold's model on its test window.")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file.")] = None,
+    strategy: Annotated[list[str] | None, typer.Option(
         help="Baseline: sma:FAST,SLOW | buy-and-hold | flat | random:SEED (repeatable).")] = None,
     bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    start: Annotated[Optional[str], typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
-    end: Annotated[Optional[str], typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
     costs: Annotated[bool, typer.Option("--costs/--no-costs", help="Commission and slippage.")] = True,
-    report: Annotated[Optional[Path], typer.Option(help="Write an HTML report here.")] = None,
-    trades: Annotated[Optional[Path], typer.Option(help="Write the trade list (.csv/.parquet/.json).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
+    trades: Annotated[Path | None, typer.Option(help="Write the trade list (.csv/.parquet/.json).")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Backtest a run, a checkpoint or baseline strategies through the training env's fill model."""
@@ -131,7 +150,7 @@ def report_cmd(
     ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run directory.")],
     out_file: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One self-contained HTML report of a walk-forward run (works offline)."""

@@ -20,7 +20,7 @@ MAX_TRADE_MARKERS = 5000
 TRAINING_CHARTS = (
     ("loss", "Loss", "num"),
     ("mean_q", "Mean Q", "num"),
-    ("val.sharpe", "Validation Sharpe", "num"),
+    ("val.sharpe", "Validation Sharpe (per-bar)", "num"),
     ("grad_norm", "Gradient norm", "num"),
     ("td_p99", "TD error p99", "num"),
     ("flat", "Time flat while collecting", "pct"),

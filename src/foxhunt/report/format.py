@@ -23,6 +23,7 @@ PERCENT = frozenset(
         "max_dd",
         "volatility",
         "annual_volatility",
+        "annual_volatility_per_bar",
         "annualised_volatility",
         "win_rate",
         "exposure",
@@ -38,6 +39,7 @@ INTEGER = frozenset(
         "n_trades",
         "num_trades",
         "bars",
+        "sessions",
         "fold",
         "epoch",
         "best_epoch",
@@ -52,7 +54,11 @@ MONEY = frozenset({"pnl", "total_pnl", "avg_trade", "average_trade", "costs", "c
 
 LABELS = {
     "sharpe": "Sharpe",
+    "sharpe_basis": "Sharpe basis",
+    "sharpe_per_bar": "Sharpe per-bar",
     "sortino": "Sortino",
+    "sortino_per_bar": "Sortino per-bar",
+    "annual_volatility_per_bar": "Ann. vol per-bar",
     "calmar": "Calmar",
     "cagr": "CAGR",
     "return": "Return",

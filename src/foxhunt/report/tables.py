@@ -1,5 +1,9 @@
 """The report's tables: summary cards, walk-forward folds against baselines, a series'
-statistics and trade list, and the metrics table."""
+statistics and trade list, and the metrics table.
+
+Every table with a Sharpe says what it is computed from (`foxhunt.metrics.sharpe_basis_lines`):
+daily (session) returns or per-bar returns, from each metric dict's `sharpe_basis`; a dict
+without one is per-bar, as the walk-forward trainer reports its folds."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from foxhunt.metrics import PER_BAR, sharpe_basis_lines
 from foxhunt.report.data import Fold, ReportData, Series
 from foxhunt.report.format import (
     DASH,
@@ -57,16 +62,35 @@ def _sign_class(v: Any) -> str:
     return "pos" if v > 0 else "neg" if v < 0 else ""
 
 
+def _basis(metrics: Iterable[dict[str, Any]]) -> str:
+    """" (daily)" or " (per-bar)" where every dict has that Sharpe basis, else ""."""
+    bases = {m.get("sharpe_basis") or PER_BAR for m in metrics}
+    return f" ({bases.pop()})" if len(bases) == 1 else ""
+
+
+def _basis_note(metrics: Iterable[dict[str, Any]]) -> str:
+    """The lines saying what the table's Sharpe is computed from."""
+    lines = sharpe_basis_lines(list(metrics))
+    return "".join(f'<p class="note">{escape(line)}</p>' for line in lines)
+
+
+def _fold_metrics(folds: list[Fold]) -> list[dict[str, Any]]:
+    return [m for f in folds for m in (f.val, f.test, *f.baselines.values()) if m]
+
+
 def cards(data: ReportData) -> str:
     folds = data.folds
     if not folds:
         return ""
     trades = _finite(pick(f.test, "trades") for f in folds)
     beat = [b for b in (_beats_baselines(f) for f in folds) if b is not None]
+    val_basis = _basis(f.val for f in folds if f.val)
+    test_basis = _basis(f.test for f in folds)
     items = [
         ("Folds", fmt_integer(len(folds))),
-        ("Mean validation Sharpe", fmt_number(_mean(pick(f.val, "sharpe") for f in folds))),
-        ("Mean test Sharpe", fmt_number(_mean(pick(f.test, "sharpe") for f in folds))),
+        (f"Mean validation Sharpe{val_basis}",
+         fmt_number(_mean(pick(f.val, "sharpe") for f in folds))),
+        (f"Mean test Sharpe{test_basis}", fmt_number(_mean(pick(f.test, "sharpe") for f in folds))),
         ("Mean test return", fmt_percent(_mean(pick(f.test, "return") for f in folds))),
         ("Test trades", fmt_integer(sum(trades) if trades else None)),
     ]
@@ -96,9 +120,9 @@ def folds_section(data: ReportData) -> str:
     extra = sorted({k for f in folds for k in f.windows} - set(names))
     wins = [w for w in names + extra if any(w in f.windows for f in folds)]
     cols = [
-        ("val", "sharpe", "Val Sharpe"),
+        ("val", "sharpe", f"Val Sharpe{_basis(f.val for f in folds if f.val)}"),
         ("val", "return", "Val return"),
-        ("test", "sharpe", "Test Sharpe"),
+        ("test", "sharpe", f"Test Sharpe{_basis(f.test for f in folds)}"),
         ("test", "return", "Test return"),
         ("test", "max_drawdown", "Test max DD"),
         ("test", "trades", "Test trades"),
@@ -139,6 +163,7 @@ def folds_section(data: ReportData) -> str:
         "fold deploys it or stays flat (no significant edge on validation); the test window is "
         "seen once, after training.</p>"
         + _table(head, rows)
+        + _basis_note(m for f in folds for m in (f.val, f.test) if m)
         + baselines_table(folds)
         + "</section>"
     )
@@ -151,7 +176,8 @@ def baselines_table(folds: list[Fold]) -> str:
     if not names:
         return ""
     policies = ["agent", *names]
-    groups = (("sharpe", "Test Sharpe"), ("return", "Test return"))
+    tested = [m for f in folds for m in (f.test, *f.baselines.values())]
+    groups = (("sharpe", f"Test Sharpe{_basis(tested)}"), ("return", "Test return"))
     head = (
         "<tr><th rowspan=2>Fold</th>"
         + "".join(f'<th colspan={len(policies)} class="group">{t}</th>' for _, t in groups)
@@ -189,6 +215,7 @@ def baselines_table(folds: list[Fold]) -> str:
         "<h3>Test window: agent against baselines</h3>"
         '<p class="lead">Best value per fold in bold. Same bars, same fill model and costs.</p>'
         + _table(head, rows)
+        + _basis_note(tested)
     )
 
 
@@ -261,7 +288,10 @@ def metrics_section(data: ReportData) -> str:
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (
         '<section id="metrics"><h2>Metrics</h2><p class="lead">Fractions (returns, '
-        "drawdown, volatility, win rate, exposure) in percent.</p>"
+        "drawdown, volatility, win rate, exposure) in percent. Sharpe, Sortino and volatility "
+        "are the headline figures of each row's Sharpe basis; the per-bar ones are beside them."
+        "</p>"
         + _table(head, body, "dense")
+        + _basis_note(rows)
         + "</section>"
     )
