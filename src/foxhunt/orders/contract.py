@@ -1,0 +1,80 @@
+"""A contract's prices and money in exact arithmetic: prices as integer ticks, money as Decimal.
+
+`Instrument` (data layer) holds the spec as floats, as read from TOML; `Contract` turns it into
+exact numbers once. Decimals come from the floats' shortest repr ("0.00005", "15.625"), so a
+tick size or point value written in a file is the decimal the user wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+from foxhunt.data.instruments import Instrument
+from foxhunt.orders.errors import OrderRequestError
+
+Price = Decimal | int | float | str
+
+
+def to_decimal(value: Price) -> Decimal:
+    """Exact decimal of a price or amount; a float goes through its shortest repr."""
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    try:
+        return Decimal(value)
+    except (InvalidOperation, TypeError):
+        raise OrderRequestError(f"not a number: {value!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Contract:
+    """Exact view of an instrument: tick grid, money per tick, commission per contract per side."""
+
+    symbol: str
+    tick_size: Decimal
+    point_value: Decimal
+    commission: Decimal
+    currency: str = "USD"
+
+    @classmethod
+    def from_instrument(cls, inst: Instrument) -> Contract:
+        return cls(
+            inst.symbol,
+            to_decimal(inst.tick_size),
+            to_decimal(inst.point_value),
+            to_decimal(inst.commission),
+            inst.currency,
+        )
+
+    @property
+    def tick_value(self) -> Decimal:
+        """Money one contract gains or loses when the price moves one tick."""
+        return self.tick_size * self.point_value
+
+    def to_ticks(self, price: Price) -> int:
+        """The nearest tick (ties to even): every price that reaches an order goes through it."""
+        d = to_decimal(price)
+        if not d.is_finite():
+            raise OrderRequestError(f"{self.symbol}: price {price!r} is not finite")
+        return int((d / self.tick_size).to_integral_value(rounding=ROUND_HALF_EVEN))
+
+    def ticks_exact(self, price: Price) -> int:
+        """Ticks of a price that must already be on the grid (a fill, a mark from the venue)."""
+        ticks = self.to_ticks(price)
+        if ticks * self.tick_size != to_decimal(price):
+            raise OrderRequestError(
+                f"{self.symbol}: price {price} is off the {self.tick_size} tick grid"
+            )
+        return ticks
+
+    def price(self, ticks: int) -> Decimal:
+        return ticks * self.tick_size
+
+    def money(self, ticks: int) -> Decimal:
+        """Money of `ticks` price ticks on one contract (a PnL or a notional)."""
+        return ticks * self.tick_value
+
+    def commission_for(self, quantity: int) -> Decimal:
+        return abs(quantity) * self.commission

@@ -1,0 +1,8 @@
+"""Portfolio: positions (FIFO lots in ticks), the account (balance, marks, equity) and the
+account events. Folded from fills and marks; imports `orders` below it."""
+
+from foxhunt.portfolio.account import Account
+from foxhunt.portfolio.events import PORTFOLIO_EVENTS, AccountOpened, PriceMarked
+from foxhunt.portfolio.position import Position
+
+__all__ = ["PORTFOLIO_EVENTS", "Account", "AccountOpened", "Position", "PriceMarked"]
