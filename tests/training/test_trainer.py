@@ -250,3 +250,54 @@ def test_a_run_splits_its_wall_into_phases(market, tmp_path):
     timings = read_lines(tmp_path / "timings.jsonl")
     assert sum(t["training_ms"] for t in timings) / 1e3 == pytest.approx(phases["updates_s"], abs=1e-3)
     assert all(t["compile_ms"] == 0 for t in timings)  # the CPU compiles nothing
+
+
+@pytest.mark.parametrize("every_s, resumes_at", [(0.0, 1), (3600.0, 0)])
+def test_the_resume_point_is_saved_at_a_folds_end_and_every_so_often(market, tmp_path,
+                                                                      monkeypatch, every_s,
+                                                                      resumes_at):
+    """Saved after every epoch once RESUME_EVERY_S has passed (0: every epoch), the run resumes
+    after the epoch it saved; not saved yet, the fold starts again and its logged epochs go."""
+    import foxhunt.training.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "RESUME_EVERY_S", every_s)
+    spec = tiny_spec(epochs=3)
+
+    def crash_after_fold1_epoch0(line):
+        if line["fold"] == 1 and line["epoch"] == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        make(market, tmp_path, spec, on_epoch=crash_after_fold1_epoch0).run()
+    seen = []
+    make(market, tmp_path, spec, on_epoch=seen.append).run(resume=True)
+    assert (seen[0]["fold"], seen[0]["epoch"]) == (1, resumes_at)
+    lines = read_lines(tmp_path / "run.jsonl")
+    assert [(x["fold"], x["epoch"]) for x in lines] == [(f, e) for f in (0, 1) for e in range(3)]
+
+
+def test_the_test_window_steps_the_baselines_beside_the_model(market, tmp_path):
+    """One rollout of the test window for the model, flat and buy-and-hold: each result is its
+    own rollout's, bit for bit."""
+    from foxhunt.training.evaluate import constant_policy, greedy_policy, rollout
+    from foxhunt.training.trainer import FULL_LONG
+
+    spec = deploying_always(tiny_spec(folds=1))
+    trainer = make(market, tmp_path, spec)
+    kept = {}
+    finish = trainer._finish_fold
+
+    def keep(ctx):
+        report = finish(ctx)
+        kept["ctx"] = ctx
+        return report
+
+    trainer._finish_fold = keep
+    report = trainer.run().folds[0]
+    ctx = kept["ctx"]
+    net = ctx.learner.online.eval()
+    args = (ctx.test_market, spec.env, ctx.fold.test, spec.train.capital)
+    assert report.deployed == "agent"
+    assert report.test == rollout(greedy_policy(net), *args).summary()
+    assert report.baselines["flat"] == rollout(constant_policy((0, 0, 0)), *args).summary()
+    assert report.baselines["buy_and_hold"] == rollout(constant_policy(FULL_LONG), *args).summary()
