@@ -75,6 +75,7 @@ class Order:
         "fill_cost_ticks",
         "fill_ids",
         "filled_qty",
+        "init",
         "limit_ticks",
         "order_type",
         "quantity",
@@ -96,6 +97,7 @@ class Order:
     def __init__(self, init: OrderInitialized):
         if init.quantity <= 0:
             raise OrderRequestError(f"order {init.client_order_id}: quantity must be > 0")
+        self.init = init  # the order as first built: a resend is compared with it
         self.client_order_id = init.client_order_id
         self.symbol = init.symbol
         self.side = init.side

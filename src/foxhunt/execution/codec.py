@@ -1,0 +1,85 @@
+"""Events to and from the log's rows: a kind name and a JSON object of the event's fields.
+
+Decimals are written as strings (exact), enums by value, ints as JSON integers. The codec knows
+every event class of the trading core; an unknown kind or a field that does not fit raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+
+from foxhunt.orders.errors import TradingError
+from foxhunt.orders.events import ORDER_EVENTS, Event
+from foxhunt.portfolio.events import PORTFOLIO_EVENTS
+from foxhunt.risk.events import RISK_EVENTS
+
+
+class EventCodecError(TradingError):
+    pass
+
+
+def _decoder(tp: Any):
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"unsupported field type {tp}")
+        dec = _decoder(inner[0])
+        return lambda v: None if v is None else dec(v)
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp
+    if tp is Decimal:
+        return Decimal
+    if tp in (int, str, bool):
+        def check(v, tp=tp):
+            if type(v) is not tp:
+                raise TypeError(f"expected {tp.__name__}, got {v!r}")
+            return v
+        return check
+    raise TypeError(f"unsupported field type {tp}")
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Decimal):
+        return str(value)
+    return value
+
+
+class EventCodec:
+    def __init__(self, classes: tuple[type[Event], ...] = ORDER_EVENTS + PORTFOLIO_EVENTS + RISK_EVENTS):
+        self._classes: dict[str, type[Event]] = {}
+        self._fields: dict[str, list[tuple[str, Any]]] = {}
+        for cls in classes:
+            if not cls.KIND or cls.KIND in self._classes:
+                raise TypeError(f"{cls.__name__}: KIND {cls.KIND!r} is empty or taken")
+            hints = typing.get_type_hints(cls)
+            self._classes[cls.KIND] = cls
+            self._fields[cls.KIND] = [
+                (f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)
+            ]
+
+    def encode(self, event: Event) -> tuple[str, str]:
+        kind = event.KIND
+        if self._classes.get(kind) is not type(event):
+            raise EventCodecError(f"{type(event).__name__} is not an event the log knows")
+        payload = {name: _encode(getattr(event, name)) for name, _ in self._fields[kind]}
+        return kind, json.dumps(payload, separators=(",", ":"), sort_keys=True)
+
+    def decode(self, kind: str, payload: str) -> Event:
+        cls = self._classes.get(kind)
+        if cls is None:
+            raise EventCodecError(f"unknown event kind {kind!r} in the log")
+        data = json.loads(payload)
+        try:
+            values = {name: dec(data[name]) for name, dec in self._fields[kind]}
+        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+            raise EventCodecError(f"{kind}: payload does not fit the event ({exc!r})") from None
+        return cls(**values)

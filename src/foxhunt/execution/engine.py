@@ -1,0 +1,445 @@
+"""The OMS of one account: orders go out through risk, everything is an event in the log.
+
+Every change follows one path: decide -> build the events -> apply them to the in-memory state
+(each event is checked completely before it changes anything) -> append them to the log in one
+transaction -> only then act on the outside world (send, cancel, modify at the venue). State is
+never changed any other way, so folding the log (`TradingEngine(store, ...)`) rebuilds exactly
+the state the live engine had.
+
+If an append fails, or a batch fails half-way, the engine folds the log again (which holds none
+of the batch) and raises: memory and log never disagree. If even that fails the engine stops
+and every call raises until it is rebuilt from the log.
+
+No clock and no global state: every call takes the time (int64 ns UTC) it happens at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from foxhunt.errors import UnknownSymbolError
+from foxhunt.execution import venue as v
+from foxhunt.execution.store import EventLogError, EventStore
+from foxhunt.orders.book import OrderBook
+from foxhunt.orders.contract import Contract, Price
+from foxhunt.orders.enums import OrderType, Side, TimeInForce
+from foxhunt.orders.errors import DuplicateOrderError, OrderRequestError, TradingError
+from foxhunt.orders.events import (
+    Event,
+    OrderAccepted,
+    OrderCanceled,
+    OrderCancelRejected,
+    OrderDenied,
+    OrderEvent,
+    OrderExpired,
+    OrderFilled,
+    OrderInitialized,
+    OrderModifyRejected,
+    OrderPendingCancel,
+    OrderPendingUpdate,
+    OrderRejected,
+    OrderSubmitted,
+    OrderTriggered,
+    OrderUpdated,
+)
+from foxhunt.orders.order import Order, OrderRequest
+from foxhunt.orders.state import OrderStatus
+from foxhunt.portfolio.account import Account
+from foxhunt.portfolio.events import AccountOpened, PriceMarked
+from foxhunt.risk.config import RiskConfig
+from foxhunt.risk.engine import KILL_SWITCH_TAG, RiskDenial, RiskEngine
+from foxhunt.risk.events import Cause, DrawdownReset, ModifyDenied, TradingState
+
+
+class EngineStopped(TradingError):
+    """The engine could not make memory agree with the log; rebuild it from the log."""
+
+
+class TradingEngine:
+    """Orders, positions and risk state of one account, folded from its event log."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        contracts: Mapping[str, Contract],
+        risk: RiskConfig | None = None,
+        *,
+        venue: v.Venue | None = None,
+        order_prefix: str = "O",
+    ):
+        self.store = store
+        self.contracts = dict(contracts)
+        self.risk_config = risk or RiskConfig()
+        self.venue = venue
+        self.order_prefix = order_prefix
+        self._stopped = ""
+        self._in_venue_call = False
+        self._returns: Mapping[str, Any] | None = None
+        self._fold()
+
+    @classmethod
+    def open(
+        cls,
+        store: EventStore,
+        contracts: Mapping[str, Contract],
+        risk: RiskConfig | None = None,
+        *,
+        account: str = "default",
+        currency: str = "USD",
+        starting_cash: Decimal | int | str = Decimal(100_000),
+        ts_ns: int = 0,
+        venue: v.Venue | None = None,
+    ) -> TradingEngine:
+        """Fold the log; a new log is opened with `starting_cash`. An existing log keeps its
+        own starting cash, and must be for the same account and currency."""
+        engine = cls(store, contracts, risk, venue=venue)
+        acct = engine.account
+        if not acct.is_open:
+            engine._commit([AccountOpened(ts_ns=ts_ns, account=account, currency=currency,
+                                          starting_cash=Decimal(starting_cash))])  # fmt: skip
+        elif (acct.name, acct.currency) != (account, currency):
+            raise TradingError(
+                f"the event log is account {acct.name!r} in {acct.currency}, "
+                f"not {account!r} in {currency}"
+            )
+        return engine
+
+    # --- folding the log --------------------------------------------------------------------
+
+    def _fold(self) -> None:
+        """Build the state from nothing by applying every stored event in order."""
+        self.book = OrderBook()
+        self.account = Account(self.contracts)
+        self.risk = RiskEngine(self.risk_config, self.account, self.book)
+        if self._returns is not None:
+            self.risk.set_returns(self._returns)
+        self._seen: set[str] = set()
+        self.seq = 0
+        for seq, event in self.store.read():
+            try:
+                self._apply(event)
+            except Exception as exc:
+                raise EventLogError(
+                    f"event {seq} ({event.event_id}) of the log does not apply: {exc}"
+                ) from exc
+            self._seen.add(event.event_id)
+            self.seq = seq
+        self._next_n = len(self.book)
+
+    def _apply(self, event: Event) -> None:
+        if isinstance(event, OrderFilled):
+            self.account.check_fill(event)
+        if isinstance(event, OrderEvent):
+            self.book.apply(event)
+        self.account.apply(event)
+        self.risk.apply(event)
+
+    def _commit(self, events: list[Event]) -> list[Event]:
+        """Apply then append `events` (those not already in the log); returns what was new."""
+        if self._stopped:
+            raise EngineStopped(f"trading engine stopped: {self._stopped}; rebuild it from the log")
+        fresh, ids = [], set()
+        for e in events:
+            if e.event_id not in self._seen and e.event_id not in ids:
+                fresh.append(e)
+                ids.add(e.event_id)
+        if not fresh:
+            return fresh
+        applied = 0
+        try:
+            for e in fresh:
+                self._apply(e)
+                applied += 1
+            self.seq = self.store.append(fresh)
+        except Exception:
+            if applied:
+                self._refold()
+            raise
+        self._seen |= ids
+        return fresh
+
+    def _refold(self) -> None:
+        try:
+            self._fold()
+        except Exception as exc:
+            self._stopped = f"the log could not be folded again ({exc})"
+            raise EngineStopped(f"trading engine stopped: {self._stopped}") from exc
+
+    def _begin(self, ts_ns: int) -> None:
+        if self._stopped:
+            raise EngineStopped(f"trading engine stopped: {self._stopped}; rebuild it from the log")
+        if self._in_venue_call:
+            raise TradingError(
+                "the venue called the OMS from inside a call to it; queue reports and deliver "
+                "them after the call returns"
+            )
+        if not self.account.is_open:
+            raise TradingError("the event log has no account yet: open it with TradingEngine.open")
+        start = self.risk.day_start(ts_ns)
+        if start is not None:
+            self._commit([start])
+
+    # --- orders -----------------------------------------------------------------------------
+
+    def _contract(self, symbol: str) -> Contract:
+        try:
+            return self.contracts[symbol]
+        except KeyError:
+            raise UnknownSymbolError(
+                f"unknown symbol {symbol!r}; this account trades {', '.join(sorted(self.contracts))}"
+            ) from None
+
+    def _new_id(self, prefix: str | None = None) -> str:
+        while True:
+            self._next_n += 1
+            cid = f"{prefix or self.order_prefix}-{self._next_n}"
+            if cid not in self.book:
+                return cid
+
+    def _ticks(self, contract: Contract, price: Price | None) -> int | None:
+        return None if price is None else contract.to_ticks(price)
+
+    def submit(self, request: OrderRequest, ts_ns: int) -> Order:
+        """Check a new order against the risk limits; send it, or log why it was denied.
+
+        A request whose client order id is already in the book returns that order and sends
+        nothing (a resend after a crash or a retry is not doubled); with different terms it
+        raises DuplicateOrderError. A denied order is DENIED with the reason in `order.reason`.
+        """
+        self._begin(ts_ns)
+        if request.tag == KILL_SWITCH_TAG:
+            raise OrderRequestError(f"tag {KILL_SWITCH_TAG!r} is reserved for the kill switch")
+        contract = self._contract(request.symbol)
+        cid = request.client_order_id or self._new_id()
+        init = OrderInitialized(
+            ts_ns=ts_ns, client_order_id=cid, symbol=request.symbol, side=request.side,
+            quantity=request.quantity, order_type=request.order_type,
+            time_in_force=request.time_in_force,
+            limit_ticks=self._ticks(contract, request.limit_price),
+            stop_ticks=self._ticks(contract, request.stop_price),
+            reduce_only=request.reduce_only, tag=request.tag,
+        )  # fmt: skip
+        if cid in self.book:
+            existing = self.book.get(cid)
+            if dataclasses.replace(init, ts_ns=existing.init.ts_ns) == existing.init:
+                return existing
+            raise DuplicateOrderError(
+                f"client order id {cid!r} is already used by {existing!r}; this request differs"
+            )
+        denial = self.risk.check_order(init, ts_ns)
+        if denial is not None:
+            self._commit([init, OrderDenied(ts_ns=ts_ns, client_order_id=cid,
+                                            check=denial.check, reason=denial.message)])  # fmt: skip
+            return self.book.get(cid)
+        self._commit([init, OrderSubmitted(ts_ns=ts_ns, client_order_id=cid)])
+        order = self.book.get(cid)
+        self._call_venue("submit", order)
+        return order
+
+    def target_position(
+        self, symbol: str, target: int, ts_ns: int, *, client_order_id: str | None = None,
+        tag: str = "",
+    ) -> Order | None:  # fmt: skip
+        """An agent's decision as a target position: a market order for the difference between
+        the target and the position plus working orders; None when they already agree."""
+        self._contract(symbol)
+        current = self.account.position(symbol) + sum(
+            o.signed_leaves for o in self.book.working(symbol)
+        )
+        delta = target - current
+        if delta == 0:
+            return None
+        request = OrderRequest(symbol, Side.of(delta), abs(delta), client_order_id=client_order_id,
+                               tag=tag)  # fmt: skip
+        return self.submit(request, ts_ns)
+
+    def cancel(self, client_order_id: str, ts_ns: int) -> Order:
+        """Ask the venue to cancel; a no-op for an order already ended or already canceling.
+        Canceling is never blocked by risk."""
+        self._begin(ts_ns)
+        order = self.book.get(client_order_id)
+        if not order.is_working or order.status is OrderStatus.PENDING_CANCEL:
+            return order
+        self._commit([OrderPendingCancel(ts_ns=ts_ns, client_order_id=client_order_id,
+                                         request=order.requests + 1)])  # fmt: skip
+        self._call_venue("cancel", order)
+        return order
+
+    def modify(
+        self,
+        client_order_id: str,
+        ts_ns: int,
+        *,
+        quantity: int | None = None,
+        limit_price: Price | None = None,
+        stop_price: Price | None = None,
+    ) -> RiskDenial | None:
+        """Ask the venue to change a working order; the risk engine checks the order it would
+        become. Returns the denial (also logged as ModifyDenied) or None when sent."""
+        self._begin(ts_ns)
+        order = self.book.get(client_order_id)
+        if not order.is_working or order.is_pending:
+            raise OrderRequestError(
+                f"order {client_order_id} is {order.status}: only a working order with no "
+                "request outstanding can be modified"
+            )
+        contract = self._contract(order.symbol)
+        limit, stop = self._ticks(contract, limit_price), self._ticks(contract, stop_price)
+        denial = self.risk.check_update(order, quantity, limit, stop, ts_ns)
+        if denial is not None:
+            self._commit([ModifyDenied(ts_ns=ts_ns, client_order_id=client_order_id,
+                                       check=denial.check, reason=denial.message)])  # fmt: skip
+            return denial
+        self._commit([OrderPendingUpdate(
+            ts_ns=ts_ns, client_order_id=client_order_id, request=order.requests + 1,
+            quantity=quantity, limit_ticks=limit, stop_ticks=stop,
+        )])  # fmt: skip
+        self._call_venue("modify", order, quantity, limit, stop)
+        return None
+
+    def _call_venue(self, method: str, order: Order, *args: Any) -> None:
+        if self.venue is None:
+            return
+        self._in_venue_call = True
+        try:
+            getattr(self.venue, method)(order, *args)
+        finally:
+            self._in_venue_call = False
+
+    # --- what the venue reports -------------------------------------------------------------
+
+    def on_report(self, report: v.VenueReport) -> Event | None:
+        """Turn a venue report into its order event and apply it; None for a report already
+        applied (a resend). An event the order's state does not allow raises
+        IllegalTransition and changes nothing."""
+        self._begin(report.ts_ns)
+        order = self.book.get(report.client_order_id)
+        event = self._event_for(report, order)
+        if not self._commit([event]):
+            return None
+        if isinstance(event, OrderFilled):
+            self._check_breakers(report.ts_ns)
+        if self.risk.state.kill_active:
+            self._enforce_kill(report.ts_ns)
+        return event
+
+    def _event_for(self, r: v.VenueReport, order: Order) -> OrderEvent:
+        base = {"ts_ns": r.ts_ns, "client_order_id": r.client_order_id}
+        if isinstance(r, v.Filled):
+            commission = r.commission
+            if commission is None:
+                commission = self._contract(order.symbol).commission_for(r.quantity)
+            return OrderFilled(**base, fill_id=r.fill_id, symbol=order.symbol, side=order.side,
+                               quantity=r.quantity, price_ticks=r.price_ticks,
+                               commission=commission)  # fmt: skip
+        if isinstance(r, v.Accepted):
+            return OrderAccepted(**base, venue_order_id=r.venue_order_id)
+        if isinstance(r, v.Rejected):
+            return OrderRejected(**base, reason=r.reason)
+        if isinstance(r, v.Triggered):
+            return OrderTriggered(**base)
+        if isinstance(r, v.Canceled):
+            return OrderCanceled(**base, reason=r.reason)
+        if isinstance(r, v.Expired):
+            return OrderExpired(**base)
+        if isinstance(r, v.Updated):
+            return OrderUpdated(**base, update_id=r.update_id, quantity=r.quantity,
+                                limit_ticks=r.limit_ticks, stop_ticks=r.stop_ticks)  # fmt: skip
+        if isinstance(r, v.CancelRejected):
+            return OrderCancelRejected(**base, request=r.request or order.requests, reason=r.reason)
+        if isinstance(r, v.ModifyRejected):
+            return OrderModifyRejected(**base, request=r.request or order.requests, reason=r.reason)
+        raise TradingError(f"unknown venue report {type(r).__name__}")
+
+    # --- prices, breakers, trading state, kill switch ----------------------------------------
+
+    def mark(self, symbol: str, price: Price, ts_ns: int) -> None:
+        """The instrument's last price (a bar close, a trade): logged, then the breakers run."""
+        self._begin(ts_ns)
+        ticks = self._contract(symbol).to_ticks(price)
+        if self._commit([PriceMarked(ts_ns=ts_ns, symbol=symbol, price_ticks=ticks)]):
+            self._check_breakers(ts_ns)
+
+    def _check_breakers(self, ts_ns: int) -> None:
+        hit = self.risk.breach()
+        if hit is None:
+            return
+        key, message = hit
+        self._commit([self.risk.state_change(TradingState.HALTED, Cause.BREAKER, ts_ns,
+                                             message, check=key)])  # fmt: skip
+        if self.risk_config.flatten_on_breach:
+            self.kill(ts_ns, f"{key} breaker: {message}")
+
+    def set_trading_state(self, state: TradingState, ts_ns: int, reason: str = "") -> None:
+        """An operator's change of trading state (leaving HALTED also ends the kill switch)."""
+        self._begin(ts_ns)
+        self._commit([self.risk.state_change(state, Cause.MANUAL, ts_ns, reason)])
+
+    def reset_drawdown(self, ts_ns: int, reason: str = "") -> None:
+        """Measure the drawdown from the equity now on (an operator's decision, logged)."""
+        self._begin(ts_ns)
+        self._commit([DrawdownReset(ts_ns=ts_ns, reset=self.risk.state.drawdown_resets + 1,
+                                    peak=self.account.equity(), reason=reason)])  # fmt: skip
+
+    def set_returns(self, returns: Mapping[str, Any] | None) -> None:
+        """The returns window for the VaR limits (an input: supply it again after a restart)."""
+        self.risk.set_returns(returns)
+        self._returns = returns
+
+    def kill(self, ts_ns: int, reason: str) -> list[Order]:
+        """Halt, cancel every working order and flatten every position with market orders that
+        pass no check. Until an operator leaves HALTED, every report is followed by the same
+        work for whatever is still open (a fill that raced a cancel, a rejected flatten).
+        Returns the flatten orders sent."""
+        self._begin(ts_ns)
+        plan = self.risk.kill_plan(ts_ns, reason)
+        self._commit(plan.events)
+        return self._kill_orders(plan.cancel, plan.flatten, ts_ns)
+
+    def _enforce_kill(self, ts_ns: int) -> None:
+        cancel, flatten = self.risk.kill_work()
+        if cancel or flatten:
+            self._kill_orders(cancel, flatten, ts_ns)
+
+    def _kill_orders(self, cancel: list[Order], flatten: dict[str, int], ts_ns: int) -> list[Order]:
+        events: list[Event] = [
+            OrderPendingCancel(ts_ns=ts_ns, client_order_id=o.client_order_id,
+                               request=o.requests + 1)
+            for o in cancel
+        ]  # fmt: skip
+        ids = []
+        for symbol, qty in flatten.items():
+            cid = self._new_id("K")
+            ids.append(cid)
+            events.append(OrderInitialized(
+                ts_ns=ts_ns, client_order_id=cid, symbol=symbol, side=Side.of(qty),
+                quantity=abs(qty), order_type=OrderType.MARKET, time_in_force=TimeInForce.GTC,
+                reduce_only=True, tag=KILL_SWITCH_TAG,
+            ))  # fmt: skip
+            events.append(OrderSubmitted(ts_ns=ts_ns, client_order_id=cid))
+        self._commit(events)
+        for o in cancel:
+            self._call_venue("cancel", o)
+        sent = [self.book.get(cid) for cid in ids]
+        for o in sent:
+            self._call_venue("submit", o)
+        return sent
+
+    # --- reading ----------------------------------------------------------------------------
+
+    @property
+    def trading_state(self) -> TradingState:
+        return self.risk.trading_state
+
+    def snapshot(self) -> dict[str, Any]:
+        """All state, as plain data: equal for two engines that folded the same log."""
+        return {
+            "seq": self.seq,
+            "book": self.book.snapshot(),
+            "account": self.account.snapshot(),
+            "risk": self.risk.state.snapshot(),
+            "seen": sorted(self._seen),
+        }

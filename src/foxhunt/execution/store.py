@@ -1,0 +1,190 @@
+"""The durable, append-only event log: the source of truth of an account's trading state.
+
+`EventStore` is the small interface the OMS needs. `SqlEventStore` implements it over
+SQLAlchemy Core, so a SQLite file (the default, in WAL mode with synchronous=FULL: a committed
+append survives a crash or power loss) and a PostgreSQL database by URL share one code path.
+
+One table, `events`: `seq` (1, 2, 3, ... with no gaps, assigned by the writer), `event_id`
+(unique: an event is stored once), `kind`, `ts_ns`, `payload` (JSON). Each `append` is one
+transaction. Rows are never updated or deleted (on SQLite, triggers refuse it). One writer per
+log: a second writer's append fails on the `seq` key instead of interleaving.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+import sqlalchemy as sa
+from sqlalchemy import event as sa_event
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from foxhunt.execution.codec import EventCodec
+from foxhunt.orders.errors import TradingError
+from foxhunt.orders.events import Event
+
+HOME_ENV = "FOXHUNT_HOME"  # as foxhunt.config; read here because config sits above this layer
+
+
+class EventLogError(TradingError):
+    """The event log could not be read or written; nothing of the failed append was stored."""
+
+
+class DuplicateEventError(EventLogError):
+    pass
+
+
+class StoredEvent(NamedTuple):
+    seq: int
+    event: Event
+
+
+class EventStore(Protocol):
+    def append(self, events: Sequence[Event]) -> int:
+        """Store `events` in one transaction, in order; returns the last seq. Raises
+        DuplicateEventError (and stores none of them) if one's event_id is already stored."""
+        ...
+
+    def read(self, after_seq: int = 0) -> Iterator[StoredEvent]: ...
+
+    def last_seq(self) -> int: ...
+
+    def contains(self, event_id: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def default_log_url(account: str = "default", home: Path | None = None) -> str:
+    """`sqlite:///$FOXHUNT_HOME/trading/<account>.sqlite` (FOXHUNT_HOME defaults to ~/.foxhunt)."""
+    home = home or Path(os.environ.get(HOME_ENV) or Path.home() / ".foxhunt").expanduser()
+    return f"sqlite:///{home / 'trading' / f'{account}.sqlite'}"
+
+
+_metadata = sa.MetaData()
+events_table = sa.Table(
+    "events",
+    _metadata,
+    sa.Column(
+        "seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True,
+        autoincrement=False,
+    ),
+    sa.Column("event_id", sa.String(255), nullable=False, unique=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("ts_ns", sa.BigInteger, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+)
+
+_SQLITE_APPEND_ONLY = [
+    f"CREATE TRIGGER IF NOT EXISTS events_no_{op.lower()} BEFORE {op} ON events "
+    "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
+    for op in ("UPDATE", "DELETE")
+]
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")
+    cur.execute("PRAGMA busy_timeout=5000")
+    cur.close()
+
+
+class SqlEventStore:
+    """An event log in any database SQLAlchemy reaches by URL ("sqlite:///path", "sqlite://"
+    for memory, "postgresql+psycopg://..."). Tables are created when missing."""
+
+    def __init__(self, url: str, codec: EventCodec | None = None):
+        self.url = url
+        self.codec = codec or EventCodec()
+        try:
+            engine = sa.create_engine(url)
+        except (SQLAlchemyError, ImportError, ValueError) as exc:
+            raise EventLogError(f"event log {url}: cannot open ({exc})") from None
+        self.engine = engine
+        if engine.dialect.name == "sqlite":
+            database = engine.url.database
+            if database and database != ":memory:":
+                try:
+                    Path(database).parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise EventLogError(f"event log {url}: cannot create its folder ({exc})") from None
+            sa_event.listen(engine, "connect", _sqlite_pragmas)
+        try:
+            with engine.begin() as conn:
+                _metadata.create_all(conn)
+                if engine.dialect.name == "sqlite":
+                    for ddl in _SQLITE_APPEND_ONLY:
+                        conn.exec_driver_sql(ddl)
+                self._last = conn.execute(sa.select(sa.func.max(events_table.c.seq))).scalar() or 0
+        except SQLAlchemyError as exc:
+            raise EventLogError(f"event log {url}: cannot open ({exc.__class__.__name__}: "
+                                f"{exc.orig if hasattr(exc, 'orig') else exc})") from None  # fmt: skip
+
+    @property
+    def journal_mode(self) -> str:
+        with self.engine.connect() as conn:
+            return str(conn.exec_driver_sql("PRAGMA journal_mode").scalar())
+
+    def last_seq(self) -> int:
+        return self._last
+
+    def append(self, events: Sequence[Event]) -> int:
+        if not events:
+            return self._last
+        rows = []
+        for i, e in enumerate(events, start=self._last + 1):
+            kind, payload = self.codec.encode(e)
+            rows.append({"seq": i, "event_id": e.event_id, "kind": kind, "ts_ns": e.ts_ns,
+                         "payload": payload})  # fmt: skip
+        ids = [r["event_id"] for r in rows]
+        if len(set(ids)) != len(ids):
+            raise DuplicateEventError(f"event log {self.url}: one append holds an event twice")
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(sa.insert(events_table), rows)
+        except IntegrityError:
+            stored = [i for i in ids if self.contains(i)]
+            if stored:
+                raise DuplicateEventError(
+                    f"event log {self.url}: event {stored[0]} is already stored; nothing appended"
+                ) from None
+            self._last = self._read_last()
+            raise EventLogError(
+                f"event log {self.url}: seq {rows[0]['seq']} was taken by another writer; "
+                "one writer per log (nothing appended)"
+            ) from None
+        except SQLAlchemyError as exc:
+            raise EventLogError(f"event log {self.url}: append failed, nothing stored ({exc})") from None
+        self._last = rows[-1]["seq"]
+        return self._last
+
+    def _read_last(self) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(events_table.c.seq))).scalar() or 0
+
+    def contains(self, event_id: str) -> bool:
+        with self.engine.connect() as conn:
+            q = sa.select(events_table.c.seq).where(events_table.c.event_id == event_id)
+            return conn.execute(q).first() is not None
+
+    def read(self, after_seq: int = 0, batch: int = 10_000) -> Iterator[StoredEvent]:
+        """Every stored event with seq > after_seq, in seq order."""
+        t = events_table
+        while True:
+            with self.engine.connect() as conn:
+                rows = conn.execute(
+                    sa.select(t.c.seq, t.c.kind, t.c.payload)
+                    .where(t.c.seq > after_seq)
+                    .order_by(t.c.seq)
+                    .limit(batch)
+                ).all()
+            for seq, kind, payload in rows:
+                yield StoredEvent(seq, self.codec.decode(kind, payload))
+            if len(rows) < batch:
+                return
+            after_seq = rows[-1][0]
+
+    def close(self) -> None:
+        self.engine.dispose()
