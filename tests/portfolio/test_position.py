@@ -94,3 +94,28 @@ def test_equity_equals_the_cash_flows_of_the_fill_model_to_the_cent(fills, mark)
     pos = acc.position("CL")
     assert acc.equity() == flows + pos * mark * CL.tick_value
     assert pos == sum(q for q, _ in fills)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(-4, 4).filter(bool), st.integers(17900, 18100)),
+                min_size=1, max_size=30), st.integers(17900, 18100))  # fmt: skip
+def test_the_account_books_what_the_env_fill_model_books(fills, mark):
+    """Fed the same fills, env/fills.py's `execute` (float64 tensors, average cost) and the
+    account (ticks, Decimal, FIFO) hold the same position and the same equity to the cent."""
+    import torch
+
+    from foxhunt.env.fills import Book, CostModel, execute
+
+    cost = CostModel(0.25, 50.0, 2.25, slippage_ticks=0.0)
+    zero = torch.zeros((), dtype=torch.float64)
+    book = Book(zero, zero, zero + 100_000.0)
+    acc = Account({"ES": ES})
+    acc.apply(opened())
+    for n, (qty, ticks) in enumerate(fills):
+        book = execute(book, torch.tensor(float(qty), dtype=torch.float64),
+                       torch.tensor(ticks * 0.25, dtype=torch.float64), cost).book  # fmt: skip
+        acc.apply(fill("ES", qty, ticks, n))
+    acc.apply(PriceMarked(ts_ns=99, symbol="ES", price_ticks=mark))
+    env_equity = float(book.cash) + float(book.position) * mark * 0.25 * 50.0
+    assert acc.position("ES") == int(book.position)
+    assert abs(float(acc.equity()) - env_equity) < 0.005
