@@ -131,6 +131,10 @@ class RiskEngine:
     def trading_state(self) -> TradingState:
         return self.state.trading_state
 
+    @property
+    def currency(self) -> str:
+        return self._account.currency or self.limits.currency
+
     def set_returns(self, returns: Mapping[str, Sequence[float]] | None) -> None:
         """The window of returns VaR is measured on (an input, not logged state: supply it again
         after a restart). None removes it, and VaR limits then deny."""
@@ -292,7 +296,7 @@ class RiskEngine:
                     )  # fmt: skip
                 total += contracts * abs(mark) * tick_value
         if total > lim.max_gross_notional:
-            cur = lim.currency
+            cur = self.currency
             return RiskDenial(
                 "max_gross_notional", _money(lim.max_gross_notional), _money(total),
                 f"max gross notional {_money(lim.max_gross_notional)} {cur}: order would take "
@@ -333,7 +337,7 @@ class RiskEngine:
                 "var", "returns for every position", ", ".join(missing),
                 f"VaR: no returns in the window for {', '.join(missing)} (fails closed)",
             )  # fmt: skip
-        conf, cur = f"{self.config.var_confidence:.0%}", lim.currency
+        conf, cur = f"{self.config.var_confidence:.0%}", self.currency
         for key, kind, cap, measure in (
             ("max_var_historical", "historical", lim.max_var_historical, window.historical),
             ("max_var_parametric", "parametric", lim.max_var_parametric, window.parametric),
@@ -356,7 +360,7 @@ class RiskEngine:
         if st.trading_state is _HALTED:
             return None
         equity = self._account.equity()
-        cur = lim.currency
+        cur = self.currency
         loss = st.day_start_equity - equity
         if lim.daily_loss_limit and loss >= lim.daily_loss_limit:
             return "daily_loss_limit", (
