@@ -155,8 +155,9 @@ class SideStreams:
 
 RECOMPILE_LIMIT = 1024
 """Compilations torch keeps per compiled step function (its default is 8). Every fold builds a
-new learner whose market tensors have that fold's length, so its steps compile again; once a
-function reaches the limit torch runs it uncompiled for good, with only a log warning, and a
+new learner: its optimiser step is traced again (dynamo guards the optimiser object), and with
+anchored folds, whose training windows grow, every step compiles again; once a function
+reaches the limit torch runs it uncompiled for good, with only a log warning, and a
 walk-forward run of more than a few folds would have trained its later folds about ten times
 slower."""
 

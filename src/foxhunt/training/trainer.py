@@ -366,7 +366,8 @@ class WalkForwardTrainer:
                       "compile_ms": lap["setup_compile"],
                       # How the hot path ran: a compiler failure falls back to eager (with one
                       # warning) and shows here as much as in the times.
-                      "compiled": learner.compiled, "cuda_graphs": learner.update.captured}
+                      "compiled": learner.compiled,
+                      "cuda_graphs": learner.update.captured or learner.update_block.captured}
             self._append("run.jsonl", line)
             ctx.epochs.append(line)
             self._append("timings.jsonl", timing)
