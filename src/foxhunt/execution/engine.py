@@ -313,10 +313,13 @@ class TradingEngine:
 
     def on_report(self, report: v.VenueReport) -> Event | None:
         """Turn a venue report into its order event and apply it; None for a report already
-        applied (a resend). An event the order's state does not allow raises
-        IllegalTransition and changes nothing."""
+        applied (a resend) and for a cancel or modify rejected because the order had already
+        ended. An event the order's state does not allow raises IllegalTransition and changes
+        nothing."""
         self._begin(report.ts_ns)
         order = self.book.get(report.client_order_id)
+        if order.is_terminal and isinstance(report, v.CancelRejected | v.ModifyRejected):
+            return None  # "too late": the order's end (a fill, say) already answered the request
         event = self._event_for(report, order)
         if not self._commit([event]):
             return None
