@@ -9,6 +9,10 @@ Each piece ends flat, as a backtest window does (`foxhunt.backtest`): a position
 the close of its last bar is closed there by a market-on-close through the fill model, and that
 exit's slippage and commission are charged to the last bar. A one-chunk rollout of a window
 therefore reports the money, trades and Sharpe a backtest of the same window reports.
+
+`Rollouts` holds the rollouts of fixed windows ready to run again (validation runs every
+epoch): on CUDA its step is replayed as a CUDA graph, compiled on request, with no host sync
+per step; on the CPU it steps eagerly, bit for bit as a plain loop would.
 """
 
 from __future__ import annotations
