@@ -219,21 +219,29 @@ class Drawdown:
 
 def drawdown(equity: np.ndarray) -> Drawdown:
     """Deepest drawdown (positive fraction of its peak) with its duration, and the longest
-    time under water, of an equity curve whose first point is the starting value."""
+    time under water, of an equity curve whose first point is the starting value. Each run of
+    points below the running peak is one episode, from the point before it (its peak) to the
+    point after it (back at the peak) or the last point."""
     e = np.asarray(equity, dtype=np.float64)
-    under = e < np.maximum.accumulate(e) if e.size else e.astype(bool)
-    if not under.any():
+    if e.size == 0:
         return Drawdown(0.0, 0, 0, 0, True, 0, 0)
-    idx = np.arange(e.size)
-    peak_at = np.maximum.accumulate(np.where(under, 0, idx))
-    back_at = np.minimum.accumulate(np.where(under, e.size - 1, idx)[::-1])[::-1]
-    dd = _drawdowns(e)
+    peak = np.maximum.accumulate(e)
+    under = e < peak
+    edges = np.flatnonzero(np.diff(under.view(np.int8), prepend=np.int8(0), append=np.int8(0)))
+    if edges.size == 0:
+        return Drawdown(0.0, 0, 0, 0, True, 0, 0)
+    first, after = edges[0::2], edges[1::2]  # each run is e[first:after]
+    back = np.minimum(after, e.size - 1)
+    dd = _drawdowns(e, peak)
     trough = int(dd.argmax())
-    length = np.where(under, back_at - peak_at, -1)
-    k = int(length.argmax())
-    end = int(back_at[trough])
-    return Drawdown(float(dd[trough]), int(peak_at[trough]), trough, end, bool(not under[end]),
-                    int(peak_at[k]), int(back_at[k]))
+    if under[trough]:
+        run = int(np.searchsorted(first, trough, side="right")) - 1
+        top, end, recovered = int(first[run]) - 1, int(back[run]), bool(after[run] < e.size)
+    else:  # no point is below a positive peak
+        top, end, recovered = trough, trough, True
+    k = int((back - first).argmax())
+    return Drawdown(float(dd[trough]), top, trough, end, recovered, int(first[k]) - 1,
+                    int(back[k]))
 
 
 def calmar(returns: np.ndarray, periods_per_year: float) -> float | None:
@@ -333,11 +341,32 @@ def probabilistic_sharpe(returns: np.ndarray, benchmark: float = 0.0) -> float |
     r = _as_1d(returns)
     if r.size < 2 or r.max() == r.min():
         return None
-    d = r - r.mean()
-    m2 = float(np.mean(d * d))
-    skew = float(np.mean(d ** 3)) / m2 ** 1.5
-    kurt = float(np.mean(d ** 4)) / (m2 * m2)
-    return psr(float(r.mean() / r.std(ddof=1)), r.size, skew, kurt, benchmark)
+    m = _moments(r)
+    return psr(float(m.mean / m.sd), r.size, m.skew, m.kurtosis, benchmark)
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """Mean, standard deviation (ddof=1, bit for bit `r.std(ddof=1)`), and the biased sample
+    skewness and (non-excess) kurtosis of a series of at least two values, from one pass of
+    deviations (`d * d * d` rather than `d ** 3`: numpy's power is ~20x slower)."""
+
+    mean: np.float64
+    sd: np.float64
+    skew: float
+    kurtosis: float
+
+
+def _moments(r: np.ndarray) -> _Moments:
+    mean = r.mean()
+    d = r - mean
+    d2 = d * d
+    s2 = d2.sum()
+    m2 = float(s2 / r.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        skew = float((d2 * d).sum() / r.size) / m2 ** 1.5 if m2 > 0 else math.nan
+        kurt = float((d2 * d2).sum() / r.size) / (m2 * m2) if m2 > 0 else math.nan
+    return _Moments(mean, np.sqrt(s2 / (r.size - 1)), skew, kurt)
 
 
 @dataclass(frozen=True)
@@ -372,10 +401,8 @@ def sharpe_estimate(returns: np.ndarray) -> SharpeEstimate | None:
         return None
     if r.max() == r.min():
         return SharpeEstimate(0.0, int(r.size), exact=True) if r[0] == 0.0 else None
-    d = r - r.mean()
-    m2 = float(np.mean(d * d))
-    return SharpeEstimate(float(r.mean() / r.std(ddof=1)), int(r.size),
-                          float(np.mean(d ** 3)) / m2 ** 1.5, float(np.mean(d ** 4)) / (m2 * m2))
+    m = _moments(r)
+    return SharpeEstimate(float(m.mean / m.sd), int(r.size), m.skew, m.kurtosis)
 
 
 def sharpe_above_probability(a: SharpeEstimate, b: SharpeEstimate) -> float | None:
@@ -404,11 +431,16 @@ def deflated_sharpe(returns: np.ndarray, trial_sharpes: np.ndarray) -> float | N
     """Deflated Sharpe ratio of the series picked as best of the candidates whose per-bar Sharpe
     ratios are `trial_sharpes` (all N, the picked one included): its PSR against the expected
     maximum Sharpe of N zero-skill trials with the trials' variance (ddof=1)."""
+    return probabilistic_sharpe(returns, _deflated_benchmark(trial_sharpes))
+
+
+def _deflated_benchmark(trial_sharpes: np.ndarray) -> float:
+    """The expected maximum Sharpe of the trials' count of zero-skill trials (DSR's SR*_0)."""
     t = _as_1d(trial_sharpes)
     if t.size == 0:
         raise ValueError("deflated_sharpe needs the Sharpe ratios of the trials")
     variance = float(t.var(ddof=1)) if t.size > 1 else 0.0
-    return probabilistic_sharpe(returns, expected_max_sharpe(t.size, variance))
+    return expected_max_sharpe(t.size, variance)
 
 
 def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
@@ -437,11 +469,20 @@ def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
     r = money / capital
     ppy = periods_per_year
     dd = drawdown(compounded_equity(r))
+    growth = cagr(r, ppy)
     trades = trade_stats(trade_pnls) if trade_pnls is not None else None
     daily = session_returns(r, ts, session) if ts is not None else None
     basis = DAILY if daily is not None and min_sessions <= daily.size < r.size else PER_BAR
-    per_bar = {"annual_volatility": annual_volatility(r, ppy), "sharpe": _sharpe(r, ppy),
-               "sortino": sortino(r, ppy)}
+    # one pass of moments for the per-bar volatility, Sharpe, PSR and DSR: the same numbers as
+    # annual_volatility, _sharpe and probabilistic_sharpe, bit for bit
+    moments = _moments(r) if r.size >= 2 else None
+    constant = moments is None or r.max() == r.min()
+    per_bar = {
+        "annual_volatility": float(moments.sd * ppy ** 0.5) if moments else None,
+        "sharpe": None if constant else _finite(moments.mean / moments.sd * math.sqrt(ppy)),
+        "sortino": sortino(r, ppy),
+    }
+    sr = None if constant else float(moments.mean / moments.sd)
     if basis == DAILY:
         days_ppy = TRADING_DAYS_PER_YEAR
         headline = {"annual_volatility": annual_volatility(daily, days_ppy),
@@ -461,7 +502,7 @@ def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
         "periods_per_year": float(ppy),
         "total_pnl": float(money.sum()),
         "total_return": total_return(r),
-        "cagr": cagr(r, ppy),
+        "cagr": growth,
         "sharpe_basis": basis,
         **headline,
         **{f"{k}_per_bar": v for k, v in per_bar.items()},
@@ -470,9 +511,10 @@ def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
         "max_drawdown_days": days(dd.peak, dd.end),
         "longest_drawdown_bars": dd.longest_bars,
         "longest_drawdown_days": days(dd.longest_peak, dd.longest_end),
-        "calmar": calmar(r, ppy),
-        "psr": probabilistic_sharpe(r),
-        "dsr": deflated_sharpe(r, trial_sharpes) if trial_sharpes is not None else None,
+        "calmar": None if dd.depth == 0.0 or growth is None else _finite(growth / dd.depth),
+        "psr": None if sr is None else psr(sr, r.size, moments.skew, moments.kurtosis),
+        "dsr": None if sr is None or trial_sharpes is None else psr(
+            sr, r.size, moments.skew, moments.kurtosis, _deflated_benchmark(trial_sharpes)),
         "trades": trades.trades if trades else None,
         "win_rate": trades.win_rate if trades else None,
         "profit_factor": trades.profit_factor if trades else None,
@@ -532,8 +574,8 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _drawdowns(e: np.ndarray) -> np.ndarray:
-    peak = np.maximum.accumulate(e)
+def _drawdowns(e: np.ndarray, peak: np.ndarray | None = None) -> np.ndarray:
+    peak = np.maximum.accumulate(e) if peak is None else peak
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(peak > 0, (peak - e) / peak, 0.0)
 

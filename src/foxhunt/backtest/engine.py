@@ -28,7 +28,11 @@ Two ways to step, same numbers:
   through the same `ActionTable.decode` and `fills.execute`. A stepping loop costs ~340 tensor
   ops per bar-step, far from the >= 1M bars/s a CPU baseline needs; this does ~30 ops per window.
   `test_direct_path_equals_the_env` holds it to the env to the cent (bit for bit in practice)
-  with costs, session flattens and random targets; `direct=False` forces lock-step.
+  with costs, session flattens and random targets; `direct=False` forces lock-step. It reads
+  only prices and session ends, so the env's market (ATR, reward scale) is built only when a
+  lock-step run or a policy needs it, and on the CPU it runs on one thread (`_one_host_thread`).
+  A 1M-bar SMA cross, end to end with trades and metrics, takes ~0.09 s on the 2-core VM
+  (`benchmarks/bench_backtest.py`, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -50,12 +55,12 @@ from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.devices import float32_matmul_precision, resolve_device
 from foxhunt.env import fills
-from foxhunt.env.actions import ActionTable
+from foxhunt.env.actions import N_CHOICES, ActionTable, unflatten_actions
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import Book, CostModel
-from foxhunt.env.market import MarketTensors
+from foxhunt.env.market import MarketTensors, session_ends
 from foxhunt.env.vector_env import REWARD_COMPONENTS, TradingVecEnv
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, DataError
 
 GRAPH_BLOCK = 128
 
@@ -99,7 +104,8 @@ def backtest_env_config(env_config: EnvConfig) -> EnvConfig:
 
 
 class Backtester:
-    """Runs jobs on one bar series; the market is uploaded once and shared by every job.
+    """Runs jobs on one bar series; the market is uploaded once (when first needed) and shared
+    by every job.
 
     `costs=False` sets commission and slippage to 0. `periods_per_year` annualises the metrics
     (see `foxhunt.metrics.periods_per_year`; None: the rate observed in each window).
@@ -131,15 +137,43 @@ class Backtester:
         self.graphs = cuda if graphs is None else graphs and cuda
         self.compile = cuda if compile is None else compile
         self.direct = direct
+        self._price_cache: dict[str, Tensor] | None = None
         self.env_config = backtest_env_config(env_config or EnvConfig())
         if not costs:
             self.env_config = self.env_config.model_copy(update={"slippage_ticks": 0.0})
-        placeholder = np.zeros((len(bars), 1), dtype=np.float32)
-        self.market = MarketTensors.from_bars(bars, placeholder, instrument, self.env_config,
-                                              self.device)
+        if len(bars) < 2:
+            raise DataError(f"the env needs at least 2 bars, got {len(bars)}")
         self.cost = CostModel.from_instrument(instrument, self.env_config.slippage_ticks)
         if not costs:
             self.cost = CostModel(instrument.tick_size, instrument.point_value, 0.0, 0.0)
+
+    @cached_property
+    def market(self) -> MarketTensors:
+        """The env's market on the device, built when a lock-step run (or a policy) first needs
+        it: the direct path reads only prices and session ends (`_prices`), and the market's
+        ATR and reward scale cost more than a whole direct SMA backtest."""
+        placeholder = np.zeros((len(self.bars), 1), dtype=np.float32)
+        return MarketTensors.from_bars(self.bars, placeholder, self.instrument, self.env_config,
+                                       self.device)
+
+    def _prices(self) -> dict[str, Tensor]:
+        """open, close and session_end of every bar on the device: the market's own tensors
+        once it is built, else the same values (`MarketTensors.from_bars` takes them from the
+        bars and `session_ends` alike); reward_scale only with a hold cost, as it is read only
+        then."""
+        if "market" in self.__dict__ or self.env_config.hold_cost:
+            m = self.market
+            return {"open": m.open, "close": m.close, "session_end": m.session_end,
+                    "reward_scale": m.reward_scale}
+        if self._price_cache is None:
+            def f64(a: np.ndarray) -> Tensor:
+                return torch.tensor(np.asarray(a, dtype=np.float64), device=self.device)
+
+            self._price_cache = {
+                "open": f64(self.bars.open), "close": f64(self.bars.close),
+                "session_end": torch.as_tensor(session_ends(self.bars.ts, self.instrument.session),
+                                               device=self.device)}
+        return self._price_cache
 
     # -- planning --------------------------------------------------------------------------
 
@@ -161,8 +195,11 @@ class Backtester:
         if table is None or not self.direct or cfg.drawdown_penalty or cfg.trade_close_bonus:
             return False
         rows = table[plan.first : plan.stop - 1]
+        stop = rows[:, 2]
+        if not stop.any():  # no stop chosen anywhere (every table baseline): nothing arms
+            return True
         multiples = np.array([0.0, *cfg.stop_atr_multiples])
-        return not bool(((rows[:, 0] != 0) & (multiples[rows[:, 2]] > 0)).any())
+        return not bool(((rows[:, 0] != 0) & (multiples[stop] > 0)).any())
 
     # -- running ---------------------------------------------------------------------------
 
@@ -179,7 +216,8 @@ class Backtester:
         records: list[Record] = [{}] * len(plans)
         info: list[dict[str, object]] = [{}] * len(plans)
         if direct:
-            out = self._direct([plans[i] for i in direct], tables)
+            with _one_host_thread(self.device):
+                out = self._direct([plans[i] for i in direct], tables)
             for i, rec in zip(direct, out, strict=True):
                 records[i] = rec
                 info[i] = {"mode": "direct", "device": str(self.device)}
@@ -187,34 +225,41 @@ class Backtester:
             out, batch_info = self._run_lockstep(self._lockstep_batch([plans[i] for i in lockstep]))
             for i, rec in zip(lockstep, out, strict=True):
                 records[i], info[i] = rec, batch_info
-        ends = self._final_flatten(plans, records)
-        return [
-            assemble(p.job.name, self.bars, self.instrument, p.first, p.stop, rec, end, self.cost,
-                     self.capital, self.costs, inf, self.periods_per_year)
-            for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
-        ]
+        with _one_host_thread(torch.device("cpu")):
+            ends = self._final_flatten(plans, records)
+            return [
+                assemble(p.job.name, self.bars, self.instrument, p.first, p.stop, rec, end,
+                         self.cost, self.capital, self.costs, inf, self.periods_per_year)
+                for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
+            ]
 
     def _direct(self, plans: list[_Plan], tables: dict[int, np.ndarray]) -> list[Record]:
         """Records of stop-free table policies, all steps at once (see the module docstring).
-        Fills are computed where an order or a session flatten actually trades."""
-        m, cfg, dev, pv = self.market, self.env_config, self.device, self.cost.point_value
-        keys = list(dict.fromkeys(id(p.job.policy) for p in plans))
-        stacked = torch.as_tensor(np.stack([tables[k] for k in keys]), device=dev)
-        bar = torch.as_tensor(np.concatenate([np.arange(p.first, p.stop - 1) for p in plans]),
-                              device=dev)
-        which = torch.as_tensor(np.concatenate(
-            [np.full(p.steps, keys.index(id(p.job.policy))) for p in plans]), device=dev)
+        Fills are computed where an order or a session flatten actually trades. Each plan's
+        steps are contiguous bars, so its prices are slices; the target of every action
+        comes from `ActionTable.decode` of that action (decoded once per distinct action)."""
+        cfg, dev, pv = self.env_config, self.device, self.cost.point_value
+        m = self._prices()
+        rows = np.concatenate([tables[id(p.job.policy)][p.first : p.stop - 1] for p in plans])
+        code = torch.as_tensor(
+            (rows[:, 0].astype(np.int16) * N_CHOICES + rows[:, 1]) * N_CHOICES + rows[:, 2],
+            device=dev)
+        all_actions = unflatten_actions(torch.arange(N_CHOICES ** 3, device=dev))
+        target = ActionTable(cfg, dev).decode(all_actions)[0][code.long()]
         starts = torch.as_tensor(np.cumsum([0] + [p.steps for p in plans[:-1]]), device=dev)
-        action = stacked[which, bar].long()
-        target, _ = ActionTable(cfg, dev).decode(action)
-        nxt = bar + 1
-        at_session_end = m.session_end[nxt] & cfg.flatten_at_session_end
+
+        def steps_of(x: Tensor, shift: int) -> Tensor:  # x[bar + shift] for every step
+            parts = [x[p.first + shift : p.stop - 1 + shift] for p in plans]
+            return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+        at_session_end = steps_of(m["session_end"], 1) & cfg.flatten_at_session_end
         held = torch.where(at_session_end, 0.0, target)
         pos0 = torch.roll(held, 1).index_fill_(0, starts, 0.0)
-        open_, close = m.open[nxt], m.close[nxt]
+        open_, close = steps_of(m["open"], 1), steps_of(m["close"], 1)
         columns = {
-            "pnl": pv * (pos0 * (open_ - m.close[bar]) + target * (close - open_)),
-            "hold_cost": cfg.hold_cost * m.reward_scale[bar] * (target == 0),
+            "pnl": pv * (pos0 * (open_ - steps_of(m["close"], 0)) + target * (close - open_)),
+            "hold_cost": (cfg.hold_cost * steps_of(m["reward_scale"], 0) * (target == 0)
+                          if cfg.hold_cost else torch.zeros_like(target)),
             "position": held,
         }
         cost = torch.zeros_like(target)
@@ -230,7 +275,7 @@ class Backtester:
             columns[f"{kind}_price"] = torch.zeros_like(qty).index_copy_(0, at, fill.price)
         columns["cost"] = cost
         host = {k: v.cpu().numpy() for k, v in columns.items()}
-        act = action.to(torch.int8).cpu().numpy()
+        act = rows.astype(np.int8)
         host.update(direction=act[:, 0], size=act[:, 1], stop_choice=act[:, 2])
         zeros = np.zeros(len(act))
         out, lo = [], 0
@@ -289,6 +334,24 @@ class Backtester:
         fill = fills.close_out(pos, close, self.cost)
         return [{"qty": float(q), "price": float(px), "cost": float(c)}
                 for q, px, c in zip(fill.qty, fill.price, fill.cost, strict=True)]
+
+
+@contextlib.contextmanager
+def _one_host_thread(device: torch.device):
+    """Runs the block's torch ops on one CPU thread where `device` is the CPU, then restores
+    torch's thread count. The direct path and the result assembly are whole-array, memory-bound
+    ops: a second thread gains nothing (1M-bar SMA cross on the 2-core VM: 0.092 s with one or
+    two), but a parallel region waits for all its threads, so while another process holds a core
+    every op waits out the scheduler (the same run: 1.1 s with two threads)."""
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class StepLoop:

@@ -146,10 +146,14 @@ def _trades(bars: Bars, fill_bar: np.ndarray, record: Record, end: dict[str, flo
     flatten. Per-fill costs come from the fill model: market orders against the bar's open,
     session flattens against its close; a stop's cost is the step's cost minus those two."""
     kinds = ("order", "stop", "flatten")
-    qty = np.stack([record[f"{k}_qty"] for k in kinds], 1)
-    step, kind = np.nonzero(qty)
-    q = qty[step, kind]
-    price = np.stack([record[f"{k}_price"][step] for k in kinds], 1)[np.arange(len(q)), kind]
+    hits = [np.flatnonzero(record[f"{k}_qty"]) for k in kinds]
+    step = np.concatenate(hits)
+    kind = np.repeat(np.arange(len(kinds)), [h.size for h in hits])
+    q = np.concatenate([record[f"{k}_qty"][h] for k, h in zip(kinds, hits, strict=True)])
+    price = np.concatenate([record[f"{k}_price"][h] for k, h in zip(kinds, hits, strict=True)])
+    if sum(h.size > 0 for h in hits) > 1:  # time order: by step, then kind within a step
+        order = np.argsort(step * len(kinds) + kind, kind="stable")
+        step, kind, q, price = step[order], kind[order], q[order], price[order]
     bar = fill_bar[step]
     ref = np.where(kind == 0, bars.open[bar], bars.close[bar])
     zero = torch.zeros(len(q), dtype=torch.float64)

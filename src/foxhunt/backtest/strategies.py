@@ -146,27 +146,28 @@ class SmaCross(TablePolicy):
 
     def sides(self, close: np.ndarray) -> np.ndarray:
         """+1 long, -1 short, 0 flat per bar (int8)."""
-        n = len(close)
+        n, lo = len(close), self.slow
         side = np.zeros(n, dtype=np.int8)
-        if n <= self.slow:
+        if n <= lo:
             return side
         c = np.concatenate([[0.0], np.cumsum(close - close[0])])
-        t = np.arange(self.slow, n)
-        fast = (c[t + 1] - c[t + 1 - self.fast]) / self.fast
-        slow = (c[t + 1] - c[t + 1 - self.slow]) / self.slow
-        tol = SMA_TIE_TOLERANCE * np.maximum(np.abs(close[t]), 1.0)
-        raw = np.where(fast - slow > tol, 1, np.where(fast - slow < -tol, -1, 0)).astype(np.int8)
-        last = np.maximum.accumulate(np.where(raw != 0, np.arange(raw.size), 0))
-        sides = np.where(raw[last] != 0, raw[last], 0).astype(np.int8)
-        side[self.slow :] = np.maximum(sides, 0) if self.long_flat else sides
+        # the means at the bars t = slow .. n-1, from the prefix sums c[t + 1] - c[t + 1 - k]
+        top = c[lo + 1 :]
+        fast = (top - c[lo + 1 - self.fast : n + 1 - self.fast]) / self.fast
+        slow = (top - c[1 : n + 1 - lo]) / self.slow
+        gap = fast - slow
+        tol = SMA_TIE_TOLERANCE * np.maximum(np.abs(close[lo:]), 1.0)
+        sides = (gap > tol).view(np.int8) - (gap < -tol).view(np.int8)
+        ties = np.flatnonzero(sides == 0)
+        decided = np.flatnonzero(sides) if ties.size else ties
+        if decided.size:  # a tie keeps the side of the last bar that had one (0 before any)
+            last = np.searchsorted(decided, ties) - 1
+            sides[ties] = np.where(last >= 0, sides[decided[np.maximum(last, 0)]], 0)
+        side[lo:] = np.maximum(sides, 0) if self.long_flat else sides
         return side
 
     def table(self, close: np.ndarray) -> np.ndarray:
-        side = self.sides(close)
-        out = np.zeros((len(close), 3), dtype=np.uint8)
-        out[:, 0] = np.where(side > 0, 1, np.where(side < 0, 2, 0))
-        out[:, 1] = np.where(side != 0, self.size, 0)
-        return out
+        return sides_table(self.sides(close), self.size)
 
 
 def _latch(on: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -191,9 +192,13 @@ def fade_sides(z: np.ndarray, entry: float, exit: float = 0.0) -> np.ndarray:
 
 def sides_table(side: np.ndarray, size: int = FULL_SIZE) -> np.ndarray:
     """[T, 3] actions holding side +1 long, -1 short, 0 flat at `size`, no stop."""
-    out = np.zeros((len(side), 3), dtype=np.uint8)
-    out[:, 0] = np.where(side > 0, 1, np.where(side < 0, 2, 0))
-    out[:, 1] = np.where(side != 0, size, 0)
+    s = np.asarray(side)
+    if s.dtype.kind in "bf":  # booleans are long/flat; NaN (no side) is flat
+        s = np.where(np.isnan(s), 0.0, s) if s.dtype.kind == "f" else s.astype(np.int8)
+    s = np.sign(s).astype(np.int8).view(np.uint8)  # 255 short, 0 flat, 1 long
+    out = np.zeros((s.size, 3), dtype=np.uint8)
+    np.add(s >> 7, s & 1, out=out[:, 0])  # direction: 2 short, 0 flat, 1 long
+    np.multiply(s != 0, np.uint8(size), out=out[:, 1])
     return out
 
 
