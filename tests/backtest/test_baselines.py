@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from foxhunt.backtest import BuyAndHold, Flat, SmaCross, parse_strategy, run_backtest
-from foxhunt.backtest.peer import backtesting_available, sma_cross_trades
+from foxhunt.backtest.peer import backtesting_available, sma_cross_trades, vectorbt_available
 from foxhunt.backtest.strategies import RandomActions
 from foxhunt.env import EnvConfig
 from foxhunt.errors import ConfigError
@@ -95,6 +95,63 @@ def test_sma_trades_equal_backtesting_py(long_flat):
     np.testing.assert_array_equal(np.where(t["side"] == "long", 1, -1), peer["side"])
     for col in ("contracts", "entry_bar", "exit_bar", "entry_price", "exit_price"):
         np.testing.assert_array_equal(t[col], peer[col], err_msg=col)
+
+
+@pytest.mark.slow  # importing vectorbt compiles its Numba kernels: about half a minute
+@pytest.mark.skipif(not vectorbt_available(), reason="vectorbt (the bench extra) is not installed")
+@pytest.mark.parametrize("long_flat", [False, True])
+def test_sma_trades_equal_vectorbt(long_flat):
+    """The benchmark's fastest peer on the same bars and rules, no costs: the same trades
+    (count, sides, sizes, entry and exit bars and prices) and the same money, with every
+    vectorbt engine installed."""
+    from foxhunt.backtest.peer import (
+        compare_trades,
+        signal_trades,
+        vectorbt_engines,
+        vectorbt_sma_cross,
+    )
+
+    m = synth(6000, seed=5)
+    (r,) = run_backtest(m.bars, instrument(sessions=False),
+                        policies={"sma": SmaCross(10, 30, long_flat=long_flat)}, costs=False,
+                        device="cpu")
+    ours = signal_trades(r.trades)
+    assert len(ours["side"]) > 50
+    for engine in vectorbt_engines():
+        peer = vectorbt_sma_cross(m.bars, 10, 30, contracts=3, long_flat=long_flat,
+                                  engine=engine)
+        assert compare_trades(ours, peer.trades) == {
+            "equal": True, "foxhunt_trades": len(ours["side"]),
+            "peer_trades": len(ours["side"])}, engine
+        # and the same money: vectorbt marks the open position at the last close, foxhunt
+        # flattens it there (no costs); vectorbt counts price points, foxhunt dollars
+        gain = (peer.outputs["final_value"] - 1e12) * instrument().point_value
+        assert gain == pytest.approx(r.total_pnl, abs=0.5), engine
+
+
+def test_compare_trades_says_where_two_trade_lists_part():
+    ours = {"side": np.array([1, -1, 1]), "contracts": np.array([3.0, 3.0, 3.0]),
+            "entry_bar": np.array([31, 40, 52]), "exit_bar": np.array([40, 52, 60]),
+            "entry_price": np.array([100.0, 101.0, 99.5]),
+            "exit_price": np.array([101.0, 99.5, 100.25])}
+    from foxhunt.backtest.peer import compare_trades
+
+    assert compare_trades(ours, ours)["equal"]
+    peer = {k: v.copy() for k, v in ours.items()}
+    peer["exit_bar"][1] = 53
+    peer["entry_bar"][2] = 53
+    out = compare_trades(ours, peer)
+    assert not out["equal"] and (out["foxhunt_trades"], out["peer_trades"]) == (3, 3)
+    assert out["rows_differing"] == {"entry_bar": 1, "exit_bar": 1}
+    assert out["first_difference"]["row"] == 1
+    assert out["first_difference"]["foxhunt"]["exit_bar"] == 52
+    assert out["first_difference"]["peer"]["exit_bar"] == 53
+    shorter = {k: v[:2] for k, v in ours.items()}
+    out = compare_trades(ours, shorter)
+    assert not out["equal"] and out["peer_trades"] == 2
+    assert out["first_difference"] == {"row": 2, "foxhunt": {
+        "side": 1, "contracts": 3.0, "entry_bar": 52, "exit_bar": 60, "entry_price": 99.5,
+        "exit_price": 100.25}, "peer": None}
 
 
 @pytest.mark.parametrize("text, expected", [
