@@ -66,7 +66,7 @@ QUICK_OVERRIDES = {
     "env": {"window": 8, "episode_len": 64},
     "agent": {"hidden": 32, "atoms": 11},
     "replay": {"capacity": 4_096, "beta_anneal_steps": 200},
-    "train": {"epochs": 2, "collect_steps": 8, "updates_per_epoch": 8, "learning_starts": 128,
+    "train": {"epochs": 2, "updates_per_fold": 16, "replay_ratio": 2.0, "learning_starts": 128,
               "batch_size": 32, "n_envs": 16, "eval_windows": 2},
     "walkforward": {"purge": 16},
 }
