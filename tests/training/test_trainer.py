@@ -301,3 +301,32 @@ def test_the_test_window_steps_the_baselines_beside_the_model(market, tmp_path):
     assert report.test == rollout(greedy_policy(net), *args).summary()
     assert report.baselines["flat"] == rollout(constant_policy((0, 0, 0)), *args).summary()
     assert report.baselines["buy_and_hold"] == rollout(constant_policy(FULL_LONG), *args).summary()
+
+
+def test_a_validation_scoped_run_never_reads_a_test_window(market, tmp_path):
+    """`scope="validation"` (what a search scores trials with): every fold stops at its
+    validation window. Bars after the last validation window, rewritten to anything, change
+    no line of the run log and no fold's validation result, and no fold has test results."""
+    folds = make(market, tmp_path / "x").folds
+    stop = folds[-1].val.stop
+    bars = market.bars
+    columns = {k: (None if v is None else v.copy()) for k, v in bars.columns().items()}
+    for name in ("open", "high", "low", "close"):
+        columns[name][stop:] = columns[name][stop:][::-1] * 1.5
+    altered = type(bars)(**columns)
+    runs = []
+    for name, b in (("a", bars), ("b", altered)):
+        trainer = WalkForwardTrainer(tiny_spec(), b, pipeline(), instrument(), tmp_path / name, CPU,
+                                     scope="validation")
+        runs.append((trainer.run(), read_lines(tmp_path / name / "run.jsonl")))
+    (first, log_a), (second, log_b) = runs
+    assert log_a == log_b
+    assert [f.val for f in first.folds] == [f.val for f in second.folds]
+    assert all(f.test is None and f.baselines == {} for f in first.folds)
+    assert all(r["test_sharpe"] is None for r in first.table())
+    assert {p.name for p in (tmp_path / "a").iterdir()} >= {"folds.json", "run.jsonl"}
+
+
+def test_an_unknown_scope_is_a_one_line_error(market, tmp_path):
+    with pytest.raises(ConfigError, match="scope 'tests' is not one of test, validation"):
+        make(market, tmp_path, scope="tests")

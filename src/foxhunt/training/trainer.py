@@ -59,6 +59,11 @@ from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict, hea
 from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window, fit_episode_len
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
+SCOPES = ("test", "validation")
+"""How far a run reaches: `test` trains, selects and then rolls out each fold's test window once
+(`foxhunt train`); `validation` stops every fold at its validation window's last bar, so that
+a search (`foxhunt tune`) scores trials on validation alone: each fold's bars end there, the
+test window is never built, and its report has no test results."""
 PHASES = ("setup_compile", "experience", "updates", "validation", "test")
 """Where a run's wall time goes (`phases.json`): fold setup (features, market, learner) with
 every compilation, graph warm-up and capture (`graphs.SETUP`); collecting; updating; validating
@@ -84,7 +89,7 @@ class FoldReport:
     windows: dict[str, list[int]]
     best_epoch: int
     val: dict[str, Any]
-    test: dict[str, Any]
+    test: dict[str, Any] | None  # None under scope `validation`
     baselines: dict[str, dict[str, Any]]
     checkpoint: str
     deployed: str  # "agent" or "flat": what `test` is the result of
@@ -99,13 +104,14 @@ class FoldReport:
     (`test` is then its result)."""
 
     def row(self) -> dict[str, Any]:
+        test, held = self.test or {}, self.baselines.get("buy_and_hold", {})
         return {"fold": self.fold, "best_epoch": self.best_epoch,
                 "val_sharpe": self.val["sharpe"], "val_psr": self.val["psr"],
                 "deployed": "agent" if self.deployed == "agent" else NO_EDGE,
-                "test_sharpe": self.test["sharpe"],
-                "test_return": self.test["return"], "test_max_drawdown": self.test["max_drawdown"],
-                "test_trades": self.test["trades"],
-                "buy_and_hold_sharpe": self.baselines["buy_and_hold"]["sharpe"]}
+                "test_sharpe": test.get("sharpe"),
+                "test_return": test.get("return"), "test_max_drawdown": test.get("max_drawdown"),
+                "test_trades": test.get("trades"),
+                "buy_and_hold_sharpe": held.get("sharpe")}
 
 
 @dataclass
@@ -124,7 +130,7 @@ class FoldContext:
     features: FeatureMatrix
     learner: Learner
     val_market: MarketTensors
-    test_market: MarketTensors
+    test_market: MarketTensors | None  # None under scope `validation`
     best_state: dict[str, torch.Tensor] | None = None
     best_sharpe: float = float("-inf")
     best_epoch: int = -1
@@ -153,7 +159,11 @@ class WalkForwardTrainer:
         on_epoch: Callable[[dict[str, Any]], None] | None = None,
         periods_per_year: float | None = None,
         on_fold: Callable[[FoldReport], None] | None = None,
+        scope: str = "test",
     ):
+        if scope not in SCOPES:
+            raise ConfigError(f"WalkForwardTrainer: scope {scope!r} is not one of {', '.join(SCOPES)}")
+        self.scope = scope
         self.bars, self.pipeline, self.instrument = bars, pipeline, instrument
         self.device = device or resolve_device(spec.train.device)
         self.run_dir = Path(run_dir)
@@ -258,15 +268,17 @@ class WalkForwardTrainer:
     def start_fold(self, fold: Fold) -> FoldContext:
         """Apply FOLD_BOUNDARY: refit the normaliser, rebuild the market, fresh learner. The
         learner's market is the training window from its first observation on, indexed from
-        there (`learner_window`)."""
-        features = self.pipeline.transform(self.bars, fit_until=fold.train.stop)
-        market = MarketTensors.from_bars(self.bars, features.values.copy(), self.instrument, self.spec.env,
+        there (`learner_window`). Under scope `validation` the bars end with the validation
+        window."""
+        bars = self.bars if self.scope == "test" else self.bars.slice(0, fold.val.stop)
+        features = self.pipeline.transform(bars, fit_until=fold.train.stop)
+        market = MarketTensors.from_bars(bars, features.values.copy(), self.instrument, self.spec.env,
                                          self.device)
         base, window = self.learner_window(fold)
         learner = Learner(self.spec, market_window(market, base, fold.train.stop), window,
                           features.groups, self.device, self.fold_seed(fold))
         return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
-                           market_head(market, fold.test.stop))
+                           market_head(market, fold.test.stop) if self.scope == "test" else None)
 
     def learner_window(self, fold: Fold) -> tuple[int, Window]:
         """(first bar of the learner's market, the training window indexed from it): the
@@ -387,15 +399,7 @@ class WalkForwardTrainer:
             val, seen = self.judge(ctx)
         min_psr = self.spec.walkforward.deploy_min_psr
         deployed, reason = deploy_decision(val.psr, min_psr)
-        with self._timed("test"):
-            ctx.test_baselines = None
-            agent_test = self.evaluate(ctx, ctx.test_market, fold.test, chunks=1).summary()
-            if ctx.test_baselines is None:  # the model was evaluated by an override
-                flat, held = self._rollouts(ctx, ctx.test_market, [fold.test, fold.test], 1,
-                                            _baseline_policies).run()
-                ctx.test_baselines = {"flat": flat, "buy_and_hold": held}
-            baselines = {k: v.summary() for k, v in ctx.test_baselines.items()}
-        test = agent_test if deployed == "agent" else dict(baselines["flat"])
+        test, baselines, agent_test = self._test(ctx, deployed)
         path = save_checkpoint(
             self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
             self.spec.model_dump(mode="json"),
@@ -412,6 +416,24 @@ class WalkForwardTrainer:
                           fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
                                        min_psr, health), health,
                           None if deployed == "agent" else agent_test)
+
+    def _test(self, ctx: FoldContext, deployed: str) -> tuple[dict[str, Any] | None,
+                                                             dict[str, dict[str, Any]],
+                                                             dict[str, Any] | None]:
+        """(what was deployed on the test window, the baselines there, the chosen model there),
+        from one rollout of the test window; (None, {}, None) under scope `validation`."""
+        if ctx.test_market is None:
+            return None, {}, None
+        with self._timed("test"):
+            ctx.test_baselines = None
+            agent_test = self.evaluate(ctx, ctx.test_market, ctx.fold.test, chunks=1).summary()
+            if ctx.test_baselines is None:  # the model was evaluated by an override
+                flat, held = self._rollouts(ctx, ctx.test_market, [ctx.fold.test] * 2, 1,
+                                            _baseline_policies).run()
+                ctx.test_baselines = {"flat": flat, "buy_and_hold": held}
+            baselines = {k: v.summary() for k, v in ctx.test_baselines.items()}
+        test = agent_test if deployed == "agent" else dict(baselines["flat"])
+        return test, baselines, agent_test
 
     # -- persistence ------------------------------------------------------------------------
 
