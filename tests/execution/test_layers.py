@@ -1,5 +1,7 @@
 """The trading core's layers import downwards only: orders < portfolio < risk < execution,
-over data/, env/, errors.py and configbase.py; never training, backtest, report or the CLI."""
+over data/, env/, errors.py and configbase.py; never training, backtest, report or the CLI.
+paper/ sits above execution: it also reads features, agents, checkpoints (training) and the
+backtest's strategies, never report or the CLI."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ ALLOWED = {
     "portfolio": BASE | {"foxhunt.orders", "foxhunt.portfolio"},
     "risk": BASE | {"foxhunt.orders", "foxhunt.portfolio", "foxhunt.risk"},
     "execution": BASE | {"foxhunt.orders", "foxhunt.portfolio", "foxhunt.risk", "foxhunt.execution"},
+}
+ALLOWED["paper"] = ALLOWED["execution"] | {
+    "foxhunt.paper", "foxhunt.features", "foxhunt.agents", "foxhunt.training", "foxhunt.backtest",
 }
 
 

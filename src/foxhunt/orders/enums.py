@@ -40,6 +40,7 @@ class TimeInForce(str, Enum):
     GTC = "GTC"  # good till canceled
     DAY = "DAY"  # expires at the session close
     IOC = "IOC"  # fills what it can at once, the rest is canceled
+    ATC = "ATC"  # at the close: a market order filled at the close of the bar it meets
 
     def __str__(self) -> str:
         return self.value

@@ -64,6 +64,9 @@ class OrderRequest:
             raise OrderRequestError(f"{self.symbol} {self.order_type} order takes {need}")
         if self.order_type is OrderType.STOP and self.time_in_force is TimeInForce.IOC:
             raise OrderRequestError(f"{self.symbol} STOP order cannot be IOC (it waits to trigger)")
+        if self.time_in_force is TimeInForce.ATC and self.order_type is not OrderType.MARKET:
+            raise OrderRequestError(f"{self.symbol} {self.order_type} order cannot be ATC "
+                                    "(only a market order fills at the close)")
 
 
 class Order:

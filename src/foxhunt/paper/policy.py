@@ -1,0 +1,131 @@
+"""What decides at each bar's close in paper trading: a rule strategy or a trained agent.
+
+Both answer `act(t, pos_state) -> (direction, size, stop)` for the decision at the close of bar
+t, after `observe(t)` has been called for every bar up to t. A rule strategy (a `TablePolicy`:
+its action at t depends on closes <= t only, by contract and by the backtest's tests) is read
+from its table over the stored bars. An agent sees what the backtest's `GreedyAgent` shows it:
+the features of bars t-W+1..t, here computed bar by bar (`IncrementalFeatures`, bit for bit the
+batch pipeline's), and the env's position features, with time-in-trade rescaled as the backtest
+rescales it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from foxhunt.agents.dqn import BranchingQNetwork
+from foxhunt.backtest.strategies import TIME_IN_TRADE, TablePolicy, parse_strategy
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.vector_env import POS_STATE
+from foxhunt.errors import CheckpointError
+from foxhunt.features.config import FeatureConfig
+from foxhunt.features.incremental import IncrementalFeatures
+from foxhunt.features.normalise import Normaliser
+from foxhunt.features.pipeline import FeaturePipeline
+from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint
+from foxhunt.training.config import TrainingSpec
+
+
+class RuleDecider:
+    """A rule strategy's table over the stored bars (decisions read at each close)."""
+
+    def __init__(self, policy: TablePolicy, bars: Bars):
+        self.label = policy.label
+        self.first = policy.first_bar()
+        self.table = np.asarray(policy.table(bars.close))
+
+    def observe(self, t: int, bars: Bars) -> None:
+        pass
+
+    def act(self, t: int, pos_state: np.ndarray) -> tuple[int, int, int]:
+        a = self.table[t]
+        return int(a[0]), int(a[1]), int(a[2])
+
+
+class AgentDecider:
+    """A checkpoint's greedy agent on incremental features."""
+
+    def __init__(self, path: Path, network: BranchingQNetwork, features: IncrementalFeatures,
+                 env: EnvConfig, label: str):
+        self.path, self.network, self.features, self.env = path, network, features, env
+        self.label = label
+        self.window = env.window
+        self.first = features.valid_from + self.window - 1
+        self.rows: deque[np.ndarray] = deque(maxlen=self.window)
+        self.time_scale = np.float32(1.0)
+
+    def set_steps(self, steps: int) -> None:
+        """The backtest runs a window as one episode of `steps` decisions and rescales
+        time-in-trade to the training episode length; the same factor here."""
+        self.time_scale = np.float32(steps / self.env.episode_len)
+
+    def observe(self, t: int, bars: Bars) -> None:
+        buy = None if bars.buy_volume is None else float(bars.buy_volume[t])
+        sell = None if bars.sell_volume is None else float(bars.sell_volume[t])
+        row = self.features.push(int(bars.ts[t]), float(bars.open[t]), float(bars.high[t]),
+                                 float(bars.low[t]), float(bars.close[t]), float(bars.volume[t]),
+                                 buy, sell)
+        self.rows.append(row)
+
+    def act(self, t: int, pos_state: np.ndarray) -> tuple[int, int, int]:
+        pos = pos_state.copy()
+        pos[TIME_IN_TRADE] = min(np.float32(pos[TIME_IN_TRADE] * self.time_scale), np.float32(1))
+        rows = list(self.rows)
+        while len(rows) < self.window:  # the backtest clamps rows before bar 0 to bar 0
+            rows.insert(0, rows[0])
+        x = torch.from_numpy(np.concatenate([*rows, pos]))[None, :]
+        with torch.no_grad():
+            a = self.network.act(x)[0].tolist()
+        return int(a[0]), int(a[1]), int(a[2])
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    decider: RuleDecider | AgentDecider
+    env: EnvConfig | None  # the checkpoint's env settings; None for a rule strategy
+    capital: float | None = None
+
+
+def load_agent(path: Path, instrument: Instrument, features: FeatureConfig | None = None,
+               label: str | None = None) -> LoadedPolicy:
+    """A walk-forward checkpoint as the backtest loads it (`checkpoint_policy`), without the
+    batch feature matrix: its fitted normaliser drives the incremental features."""
+    path = Path(path)
+    payload = read_checkpoint(path)
+    try:
+        spec = TrainingSpec.model_validate(payload["spec"])
+        extra = payload["extra"]
+        names = list(extra["feature_names"])
+        stats = extra["normaliser"]
+    except (KeyError, TypeError, ValueError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"{path}: no usable training spec, feature names or normaliser "
+                              f"({why})") from None
+    if stats is None:
+        raise CheckpointError(f"{path}: no fitted normaliser; paper trading needs the "
+                              "checkpoint of a walk-forward fold")
+    pipeline = FeaturePipeline(features or FeatureConfig(), instrument.session)
+    if names != pipeline.names:
+        raise CheckpointError(f"{path}: trained on other features than this feature config "
+                              "builds; pass the features config the run was trained with")
+    normaliser = Normaliser(tuple(names), np.asarray(stats["mean"]), np.asarray(stats["std"]),
+                            pipeline.config.clip, 0, 0)
+    inc = IncrementalFeatures(pipeline.config, instrument.session, normaliser)
+    env = spec.env
+    network = BranchingQNetwork(env.window * pipeline.n_features + len(POS_STATE), spec.agent,
+                                extra.get("feature_groups"), env.window, len(POS_STATE))
+    load_checkpoint(path, network)
+    network.eval()
+    return LoadedPolicy(AgentDecider(path, network, inc, env, label or path.stem), env,
+                        spec.train.capital)
+
+
+def load_rule(text: str, bars: Bars) -> LoadedPolicy:
+    return LoadedPolicy(RuleDecider(parse_strategy(text), bars), None)

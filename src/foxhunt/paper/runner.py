@@ -1,0 +1,420 @@
+"""The paper-trading loop: stored bars in as a feed, the policy's decisions through risk and
+the OMS to the simulated venue, every step in the durable event log; restartable after a crash.
+
+Per bar t (stamped at its close), in the env's step order:
+1. the venue meets bar t: market orders fill at its open, then stops inside it (reports go to
+   the OMS, whose log records them);
+2. at a session end (with `env.flatten_at_session_end`) and at the window's last bar, the stop
+   is canceled and an at-the-close order flattens the position at the close of bar t;
+3. the close is marked (logged; the breakers run);
+4. the mirror of the env's book takes bar t's fills (position features, stop trailing);
+5. at a decision bar (first .. stop-2) the policy decides on the features up to t and the
+   position features; the market order for target - position goes to the OMS (risk, log,
+   venue), and the protective stop order is placed, moved or canceled to match the env's stop.
+A decision made at the close of bar t fills at the open of bar t+1, as in the env.
+
+Client order ids come from the bar (P<t> the decision's order, S<t> a stop placed at t, F<t> an
+at-the-close flatten), so every step can run twice without doing anything twice: the OMS keeps
+one order per id, the venue ignores a bar or an id it has seen, a mark with the same time is
+one event. That is what crash recovery stands on (`PaperTrader.run` with a log and a venue
+journal that already hold a run):
+- the engine folds the log; the venue rebuilds itself from its journal;
+- reconciliation: every report the venue ever sent is offered to the OMS (those in the log are
+  recognised by event id and ignored, the others are applied: the fills of a crash between the
+  venue and the log); orders the log sent but the venue never took (a crash between the
+  append and the send) are sent; cancels and updates the venue never saw are sent again; then
+  the venue's working orders and positions must equal the log's, or the run refuses to start;
+- the bars before the last marked one are replayed without acting (features, decisions and the
+  mirror rebuilt from the log's fills), and the loop goes on live from the last marked bar.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+
+from foxhunt.backtest.trades import EXIT_REASONS, Trades, extract_trades
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.market import average_true_range, dollar_volatility, session_ends
+from foxhunt.errors import ConfigError, DataError
+from foxhunt.execution.engine import TradingEngine
+from foxhunt.execution.sim import SimulatedVenue
+from foxhunt.execution.store import EventStore
+from foxhunt.orders.contract import Contract
+from foxhunt.orders.enums import OrderType, Side, TimeInForce
+from foxhunt.orders.errors import TradingError
+from foxhunt.orders.events import OrderFilled
+from foxhunt.orders.order import Order, OrderRequest
+from foxhunt.orders.state import OrderStatus
+from foxhunt.paper.mirror import CLOSE, MARKET, STOP, EnvMirror
+from foxhunt.paper.policy import AgentDecider, RuleDecider
+from foxhunt.portfolio.events import PriceMarked
+from foxhunt.risk.config import RiskConfig
+
+STOP_TAG = "stop"
+FLATTEN_TAG = "flatten"
+_KIND = {"P": MARKET, "K": MARKET, "S": STOP, "F": CLOSE}
+
+
+class ReconciliationError(TradingError):
+    """The venue's record and the event log disagree after a restart; nothing was traded."""
+
+
+@dataclass(frozen=True)
+class PaperFill:
+    bar: int
+    ts_ns: int
+    client_order_id: str
+    kind: str  # market, stop, close
+    quantity: int  # signed
+    price: Decimal
+    commission: Decimal
+
+
+@dataclass
+class PaperResult:
+    symbol: str
+    policy: str
+    window: tuple[int, int]  # (first decision bar, stop)
+    starting_cash: Decimal
+    equity: Decimal
+    position: int
+    fills: list[PaperFill]
+    orders: int
+    denied: int
+    resumed_from: int | None
+    reconciled: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pnl(self) -> Decimal:
+        return self.equity - self.starting_cash
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol, "policy": self.policy, "window": list(self.window),
+            "starting_cash": str(self.starting_cash), "equity": str(self.equity),
+            "pnl": str(self.pnl), "position": self.position, "fills": len(self.fills),
+            "orders": self.orders, "denied": self.denied, "resumed_from": self.resumed_from,
+            "reconciled": self.reconciled,
+        }  # fmt: skip
+
+
+def check_on_grid(bars: Bars, contract: Contract, lo: int, hi: int) -> None:
+    """The venue fills in whole ticks; the env fills at the bars' prices: they agree only when
+    the bars are on the tick grid."""
+    tick = float(contract.tick_size)
+    for name in ("open", "high", "low", "close"):
+        col = getattr(bars, name)[lo:hi]
+        off = np.abs(col / tick - np.round(col / tick)) > 1e-6
+        if off.any():
+            row = lo + int(np.argmax(off))
+            raise DataError(f"bar {row}: {name} {col[row - lo]} is off the {contract.tick_size} "
+                            f"tick grid of {contract.symbol}; paper trading fills in whole ticks")
+
+
+class PaperTrader:
+    """One symbol, one policy, bars [start, stop) of a stored series, one account's log."""
+
+    def __init__(
+        self,
+        bars: Bars,
+        instrument: Instrument,
+        decider: RuleDecider | AgentDecider,
+        window: tuple[int, int],
+        *,
+        store: EventStore,
+        venue: SimulatedVenue,
+        env: EnvConfig,
+        risk: RiskConfig | None = None,
+        account: str = "paper",
+        starting_cash: Decimal = Decimal(100_000),
+        speed: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.bars, self.inst, self.decider = bars, instrument, decider
+        self.symbol = instrument.symbol
+        self.contract = Contract.from_instrument(instrument)
+        self.env, self.store, self.venue = env, store, venue
+        self.risk = risk or RiskConfig()
+        self.account, self.starting_cash = account, Decimal(starting_cash)
+        self.speed, self.progress, self.sleep = speed, progress, sleep
+        lo, hi = window
+        if not 0 <= lo < hi <= len(bars):
+            raise ConfigError(f"paper window [{lo}, {hi}) must lie inside the {len(bars)} bars")
+        self.lo, self.hi = lo, hi
+        self.first = max(lo, decider.first)
+        if hi - self.first < 2:
+            raise ConfigError(f"paper window [{lo}, {hi}) leaves no decision: {decider.label} "
+                              f"acts from bar {decider.first}; widen the window")
+        check_on_grid(bars, self.contract, self.first, hi)
+        self.steps = hi - 1 - self.first
+        if isinstance(decider, AgentDecider):
+            decider.set_steps(self.steps)
+        self.atr = average_true_range(bars, env.atr_window, instrument.tick_size)
+        floor = env.reward_scale_floor_ticks * instrument.tick_value
+        self.scale = dollar_volatility(bars.close, env.reward_vol_window, instrument.point_value,
+                                       floor)
+        self.session_end = session_ends(bars.ts, instrument.session)
+        self.mirror = EnvMirror(env, instrument.tick_size, instrument.point_value,
+                                instrument.commission, env.slippage_ticks, self.steps)
+        self.fills: dict[int, list[tuple[str, int]]] = {}  # ts -> (client order id, signed qty)
+        self.engine: TradingEngine | None = None
+
+    # --- start, reconcile -----------------------------------------------------------------
+
+    def _open(self) -> tuple[int, dict[str, int]]:
+        """Fold the log, reconcile with the venue; the first bar to run live."""
+        self.engine = TradingEngine.open(
+            self.store, {self.symbol: self.contract}, self.risk, account=self.account,
+            currency=self.contract.currency, starting_cash=self.starting_cash,
+            ts_ns=int(self.bars.ts[self.lo]), venue=self.venue)  # fmt: skip
+        last_mark = None
+        for _, event in self.store.read():
+            if isinstance(event, OrderFilled):
+                self._note_fill(event)
+            elif isinstance(event, PriceMarked) and event.symbol == self.symbol:
+                last_mark = event.ts_ns
+        counts = self._reconcile()
+        if last_mark is None:
+            return self.lo, counts
+        t = int(np.searchsorted(self.bars.ts, last_mark))
+        if t >= len(self.bars) or self.bars.ts[t] != last_mark or not self.lo <= t < self.hi:
+            raise ReconciliationError(
+                f"the log's last mark ({last_mark}) is not a bar of this paper window; resume "
+                "with the same symbol, bars and --from/--to")
+        return t, counts
+
+    def _reconcile(self) -> dict[str, int]:
+        eng, venue = self.engine, self.venue
+        assert eng is not None
+        counts = {"reports_applied": 0, "orders_sent": 0, "requests_sent": 0}
+        for report in list(venue.history):
+            if self._deliver_one(report) is not None:
+                counts["reports_applied"] += 1
+        for order in eng.book.working(self.symbol):
+            if order.client_order_id not in venue.known:
+                eng._call_venue("submit", order)
+                counts["orders_sent"] += 1
+            elif order.status is OrderStatus.PENDING_CANCEL:
+                eng._call_venue("cancel", order)
+                counts["requests_sent"] += 1
+            elif order.status is OrderStatus.PENDING_UPDATE:
+                # an update the venue never answered: ask for what the log says was asked
+                counts["requests_sent"] += 1
+                eng._call_venue("modify", order, None, None, self._asked_stop(order))
+        self._deliver()
+        working = {o.client_order_id for o in eng.book.working(self.symbol)}
+        if working != set(venue.working):
+            raise ReconciliationError(
+                f"working orders differ after reconciliation: the log has {sorted(working)}, "
+                f"the venue {sorted(venue.working)}; refusing to trade")
+        pos, theirs = eng.account.position(self.symbol), venue.positions.get(self.symbol, 0)
+        if pos != theirs:
+            raise ReconciliationError(
+                f"{self.symbol} position differs after reconciliation: the log has {pos:+d}, "
+                f"the venue {theirs:+d}; refusing to trade")
+        return counts
+
+    def _asked_stop(self, order: Order) -> int | None:
+        """The stop price of the order's last update request, from the log."""
+        stop = None
+        for _, event in self.store.read():
+            if getattr(event, "client_order_id", None) == order.client_order_id and \
+                    type(event).__name__ == "OrderPendingUpdate":
+                stop = event.stop_ticks
+        return stop
+
+    # --- reports --------------------------------------------------------------------------
+
+    def _note_fill(self, event: OrderFilled) -> None:
+        self.fills.setdefault(event.ts_ns, []).append(
+            (event.client_order_id, event.signed_quantity))
+
+    def _deliver_one(self, report):
+        assert self.engine is not None
+        event = self.engine.on_report(report)
+        if isinstance(event, OrderFilled):
+            self._note_fill(event)
+        return event
+
+    def _deliver(self) -> None:
+        for report in self.venue.reports():
+            self._deliver_one(report)
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self) -> PaperResult:
+        live_from, counts = self._open()
+        resumed = live_from if live_from > self.lo else None
+        bars = self.bars
+        began, t0 = time.monotonic(), int(bars.ts[live_from])
+        for t in range(self.hi):
+            self.decider.observe(t, bars)
+            if t < self.lo:
+                continue
+            if t < live_from:
+                self._replay_bar(t)
+                continue
+            if self.speed:
+                due = (int(bars.ts[t]) - t0) / 1e9 / self.speed - (time.monotonic() - began)
+                if due > 0:
+                    self.sleep(due)
+            self._live_bar(t)
+            if self.progress is not None:
+                self.progress(t + 1 - self.lo, self.hi - self.lo)
+        return self.result(resumed, counts)
+
+    def _bar_fills(self, t: int) -> None:
+        """Bar t's fills into the mirror, in the env's order (market, stop, close)."""
+        rank = {MARKET: 0, STOP: 1, CLOSE: 2}
+        got = sorted(self.fills.get(int(self.bars.ts[t]), []), key=lambda f: rank[_KIND[f[0][0]]])
+        o, c = float(self.bars.open[t]), float(self.bars.close[t])
+        for cid, qty in got:
+            self.mirror.fill(_KIND[cid[0]], float(qty), o, c)
+        self.mirror.close_bar(c, float(self.atr[t]))
+
+    def _decide(self, t: int):
+        close = float(self.bars.close[t])
+        state = self.mirror.pos_state(close, float(self.scale[t]), float(self.atr[t]))
+        action = self.decider.act(t, state)
+        decision = self.mirror.decode(action, close, float(self.atr[t]))
+        self.mirror.decide(decision)
+        return decision
+
+    def _replay_bar(self, t: int) -> None:
+        if t > self.first:
+            self._bar_fills(t)
+        if self.first <= t <= self.hi - 2:
+            self._decide(t)
+
+    def _live_bar(self, t: int) -> None:
+        eng, bars, sym = self.engine, self.bars, self.symbol
+        assert eng is not None
+        ts = int(bars.ts[t])
+        close = float(bars.close[t])
+        if t > self.first:
+            self.venue.on_bar(sym, ts, float(bars.open[t]), float(bars.high[t]),
+                              float(bars.low[t]))
+            self._deliver()
+            end = t == self.hi - 1 or (self.env.flatten_at_session_end and self.session_end[t])
+            if end:
+                self._flatten_at_close(t, ts, close)
+        eng.mark(sym, close, ts)
+        if t > self.first:
+            self._bar_fills(t)
+        if self.first <= t <= self.hi - 2:
+            self._act(t, ts, self._decide(t))
+
+    def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
+        eng = self.engine
+        assert eng is not None
+        for order in self._stops():
+            eng.cancel(order.client_order_id, ts)
+        self._deliver()
+        pos = eng.account.position(self.symbol)
+        if pos:
+            eng.submit(OrderRequest(self.symbol, Side.of(-pos), abs(pos),
+                                    time_in_force=TimeInForce.ATC, reduce_only=True,
+                                    client_order_id=f"F{t}", tag=FLATTEN_TAG), ts)
+            self._deliver()
+        self.venue.on_close(self.symbol, ts, close)
+        self._deliver()
+
+    def _stops(self) -> list[Order]:
+        assert self.engine is not None
+        return [o for o in self.engine.book.working(self.symbol)
+                if o.tag == STOP_TAG and o.status is not OrderStatus.PENDING_CANCEL]
+
+    def _act(self, t: int, ts: int, decision) -> None:
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        pos = eng.account.position(sym)
+        pending = sum(o.signed_leaves for o in eng.book.working(sym)
+                      if o.order_type is OrderType.MARKET)
+        target = int(decision.target)
+        delta = target - pos - pending
+        planned = pos + pending
+        if delta:
+            order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
+                                            client_order_id=f"P{t}", tag=self.decider.label), ts)
+            self._deliver()
+            if order.status is not OrderStatus.DENIED:
+                planned += delta
+        self._place_stop(t, ts, decision, planned)
+        self._deliver()
+
+    def _place_stop(self, t: int, ts: int, decision, planned: int) -> None:
+        """Make the working stop order the env's stop: `planned` contracts behind the level,
+        or none."""
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        want = None
+        if decision.armed and planned != 0 and np.sign(planned) == decision.side:
+            want = (Side.of(-planned), abs(planned), self.contract.to_ticks(decision.level))
+        for order in self._stops():
+            if want is not None and (order.side, order.quantity - order.filled_qty) == want[:2]:
+                if order.stop_ticks != want[2]:
+                    eng.modify(order.client_order_id, ts,
+                               stop_price=self.contract.price(want[2]))
+                    self._deliver()
+                want = None
+            else:
+                eng.cancel(order.client_order_id, ts)
+                self._deliver()
+        if want is not None and f"S{t}" not in eng.book:
+            eng.submit(OrderRequest(sym, want[0], want[1], order_type=OrderType.STOP,
+                                    stop_price=self.contract.price(want[2]), reduce_only=False,
+                                    client_order_id=f"S{t}", tag=STOP_TAG), ts)
+
+    # --- result ---------------------------------------------------------------------------
+
+    def trades(self, result: PaperResult) -> Trades:
+        """The round trips of the paper fills, built as the backtest builds its own
+        (`extract_trades`: same columns, exit reasons and cost per fill: commission plus
+        slippage against the reference price)."""
+        fills = [f for f in result.fills if f.bar >= 0]
+        slip = self.mirror.slip * self.inst.point_value
+        final = self.hi - 1
+        session = self.env.flatten_at_session_end and bool(self.session_end[final])
+
+        def reason(f: PaperFill) -> int:
+            if f.kind != CLOSE:
+                return EXIT_REASONS.index("signal" if f.kind == MARKET else "stop")
+            return EXIT_REASONS.index("end" if f.bar == final and not session else "session")
+
+        return extract_trades(
+            np.array([f.bar for f in fills], dtype=np.int64),
+            np.array([reason(f) for f in fills], dtype=np.int64),
+            np.array([float(f.quantity) for f in fills]),
+            np.array([float(f.price) for f in fills]),
+            np.array([float(f.commission) + abs(f.quantity) * slip for f in fills]),
+            ts=self.bars.ts, commission=self.inst.commission, point_value=self.inst.point_value,
+        )  # fmt: skip
+
+    def result(self, resumed: int | None = None, counts: dict[str, int] | None = None
+               ) -> PaperResult:
+        eng = self.engine
+        assert eng is not None
+        fills, orders, denied = [], 0, 0
+        index = {int(ts): i for i, ts in enumerate(self.bars.ts)}
+        for _, event in self.store.read():
+            if isinstance(event, OrderFilled):
+                fills.append(PaperFill(
+                    index.get(event.ts_ns, -1), event.ts_ns, event.client_order_id,
+                    _KIND.get(event.client_order_id[0], MARKET), event.signed_quantity,
+                    self.contract.price(event.price_ticks), event.commission))  # fmt: skip
+        for order in eng.book:
+            orders += 1
+            denied += order.status is OrderStatus.DENIED
+        return PaperResult(self.symbol, self.decider.label, (self.first, self.hi),
+                           eng.account.starting_cash, eng.account.equity(),
+                           eng.account.position(self.symbol), fills, orders, denied, resumed,
+                           counts or {})
