@@ -1,0 +1,490 @@
+"""A study: Optuna asks for configurations, K trials run at once, Optuna is told their scores.
+
+The driver owns the study (ask, tell, the sampler); trials run in worker processes, in threads
+of the driver, or as Ray tasks (`BACKENDS`). Each trial reports its running validation score
+every epoch to the study's storage, where the pruner judges it.
+
+A study is resumable: `resume=True` loads it from its storage, marks the trials that were
+running when it stopped as failed and interrupted (the PSO sampler gives their slots back, so
+the swarm evaluates those positions after all) and runs trials until `trials` count (finished,
+pruned or failed, not interrupted). The study records what it searched (symbol, bars, space,
+sampler, metric, base settings); resuming with other ones is refused.
+
+The study directory holds `study.json` (the trial table, best trial, DSR, PBO, importance),
+`space.toml`, `best.toml`, and per trial `trials/NNNN/` (its run.jsonl, folds.json and
+`val_returns.npz`, the chosen models' validation returns by decision bar).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from foxhunt.configbase import StrictConfig
+from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.training.trainer import RunResult, WalkForwardTrainer
+from foxhunt.tune.objective import (
+    COMPLETE,
+    FAILED,
+    METRICS,
+    PRUNED,
+    TrialContext,
+    TrialOutcome,
+    TrialTask,
+    init_process,
+    make_pruner,
+    process_trial,
+    ray_trial,
+    run_trial,
+    storage_prune,
+    trial_dir,
+)
+from foxhunt.tune.pso import INTERRUPTED_ATTR, PSOSampler
+from foxhunt.tune.space import SearchSpace, apply
+from foxhunt.tune.stats import PBO_BLOCKS, deflated_sharpe_of, probability_of_overfitting
+from foxhunt.tune.storage import open_storage, safe_url
+from foxhunt.tune.tomlfile import best_config, write_toml
+
+SAMPLERS = ("pso", "tpe", "cmaes", "random")
+BACKENDS = ("process", "thread", "ray")
+STUDY_FILE = "study.json"
+BEST_FILE = "best.toml"
+RETURNS_FILE = "val_returns.npz"
+IDENTITY_ATTR = "foxhunt"
+
+
+class TuneConfig(StrictConfig):
+    """How a study searches and runs (the `foxhunt tune` options)."""
+
+    name: str = Field(min_length=1)
+    storage: str = Field(min_length=1, description="SQLAlchemy URL of the Optuna storage")
+    trials: int = Field(ge=1, description="trials the study holds when done (resume included)")
+    sampler: Literal["pso", "tpe", "cmaes", "random"] = "pso"
+    parallel: int = Field(default=1, ge=1, description="trials at once")
+    backend: Literal["process", "thread", "ray"] = "process"
+    metric: Literal["sharpe", "psr", "return", "pnl"] = "sharpe"
+    pruner: Literal["median", "hyperband", "none"] = "median"
+    particles: int = Field(default=8, ge=2, description="PSO swarm size")
+    seed: int = Field(default=0, ge=0, description="the sampler's seed")
+    ray_address: str | None = Field(default=None, description="Ray cluster; None: a local one")
+    gpus_per_trial: float | None = Field(
+        default=None, gt=0, le=1,
+        description="Ray: GPU share per trial (None: 1 / parallel on CUDA, 0 on the CPU)")
+
+
+def make_sampler(config: TuneConfig, space: SearchSpace):
+    import optuna
+
+    if config.sampler == "pso":
+        return PSOSampler(space.distributions(), n_particles=config.particles, seed=config.seed)
+    if config.sampler == "tpe":
+        return optuna.samplers.TPESampler(seed=config.seed)
+    if config.sampler == "cmaes":
+        try:
+            import cmaes  # noqa: F401
+        except ImportError:
+            raise ConfigError("sampler cmaes needs the cmaes package: pip install "
+                              "'foxhunt[tune]'") from None
+        return optuna.samplers.CmaEsSampler(seed=config.seed, warn_independent_sampling=False)
+    return optuna.samplers.RandomSampler(seed=config.seed)
+
+
+def identity(config: TuneConfig, ctx: TrialContext, space: SearchSpace,
+             source: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed study must share with the one it continues."""
+    return {"source": source, "space": space.digest, "sampler": config.sampler,
+            "metric": config.metric, "particles": config.particles, "seed": config.seed,
+            "settings": ctx.base.model_dump(mode="json"),
+            "features": ctx.features.model_dump(mode="json"), "profile": ctx.profile.name}
+
+
+def open_study(config: TuneConfig, space: SearchSpace, ident: dict[str, Any], resume: bool):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(config.storage)
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    where = safe_url(config.storage)
+    sampler = make_sampler(config, space)
+    pruner = make_pruner(config.pruner)
+    if not resume:
+        if config.name in names:
+            raise ConfigError(f"study '{config.name}' already exists in {where}; continue it with "
+                              "--resume or name a new one with --study NAME")
+        study = optuna.create_study(storage=storage, study_name=config.name, sampler=sampler,
+                                    pruner=pruner, direction="maximize")
+        study.set_user_attr(IDENTITY_ATTR, ident)
+        return study
+    if config.name not in names:
+        raise ConfigError(f"study '{config.name}' not found in {where}; start it without --resume")
+    study = optuna.load_study(study_name=config.name, storage=storage, sampler=sampler,
+                              pruner=pruner)
+    stored = study.user_attrs.get(IDENTITY_ATTR, {})
+    for key, value in ident.items():
+        if stored.get(key) != value:
+            raise ConfigError(f"study '{config.name}' was started with another {key} "
+                              f"({_brief(stored.get(key))} now {_brief(value)}); resume it with "
+                              "the same settings or start a new study with --study NAME")
+    mark_interrupted(study)
+    return study
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def mark_interrupted(study) -> list[int]:
+    """Trials left running or waiting by a driver that stopped: failed, marked interrupted."""
+    from optuna.trial import TrialState
+
+    lost = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        study._storage.set_trial_system_attr(t._trial_id, INTERRUPTED_ATTR, True)
+        study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        lost.append(t.number)
+    return lost
+
+
+def counted_trials(study) -> list[Any]:
+    """Trials that count toward the study's size: all but interrupted ones."""
+    return [t for t in study.get_trials(deepcopy=False)
+            if not t.system_attrs.get(INTERRUPTED_ATTR)]
+
+
+# -- running trials ----------------------------------------------------------------------------
+
+
+class _Pool:
+    """Runs trial tasks on one backend; `submit` returns a concurrent Future."""
+
+    def __init__(self, config: TuneConfig, ctx: TrialContext, study):
+        self.config, self.ctx, self.study = config, ctx, study
+        k = config.parallel
+        self._ray = None
+        if config.backend == "thread":
+            self._executor = ThreadPoolExecutor(max_workers=k, thread_name_prefix="trial")
+        elif config.backend == "process":
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            # spawn: CUDA cannot be used in a forked child, and a fresh interpreter shares no
+            # torch state with the driver.
+            self._executor = ProcessPoolExecutor(
+                max_workers=k, mp_context=multiprocessing.get_context("spawn"),
+                initializer=init_process, initargs=(ctx,))
+        else:
+            self._start_ray()
+
+    def _start_ray(self) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--backend ray needs Ray: pip install 'foxhunt[ray]'") from None
+        k, cuda = self.config.parallel, self.ctx.device != "cpu"
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                      "configure_logging": False}
+            if self.config.ray_address:
+                ray.init(address=self.config.ray_address, **kwargs)
+            else:  # a local instance with a CPU slot for each of the K trials
+                ray.init(num_cpus=max(k, os.cpu_count() or 1), **kwargs)
+        share = self.config.gpus_per_trial or (1.0 / k if cuda else 0.0)
+        self._share = share
+        self._remote = ray.remote(num_cpus=1, num_gpus=share, max_retries=0)(ray_trial)
+        self._ctx_ref = ray.put(self.ctx)
+        self._ray = ray
+
+    def submit(self, task: TrialTask) -> Future:
+        if self._ray is not None:
+            return self._remote.remote(self._ctx_ref, task, self._share).future()
+        if self.config.backend == "thread":
+            return self._executor.submit(run_trial, self.ctx, task,
+                                         storage_prune(self.ctx, task.trial_id, self.study))
+        return self._executor.submit(process_trial, task)
+
+    def close(self, cancel: bool = False) -> None:
+        if self._ray is not None:
+            return  # the Ray instance outlives the study (a later one reuses it)
+        self._executor.shutdown(wait=not cancel, cancel_futures=cancel)
+
+
+def run_study(config: TuneConfig, ctx: TrialContext, space: SearchSpace, source: dict[str, Any],
+              resume: bool = False,
+              on_trial: Callable[[TrialOutcome, Any], None] | None = None) -> dict[str, Any]:
+    """Run the study to `config.trials` trials and write its directory; returns study.json's
+    document. `source` names the data (symbol, bars, ...) for the study's record."""
+    root = Path(ctx.root)
+    root.mkdir(parents=True, exist_ok=True)
+    study = open_study(config, space, identity(config, ctx, space, source), resume)
+    ctx = replace(ctx, storage_url=config.storage, study_name=config.name, pruner=config.pruner)
+    (root / "space.toml").write_text(space.text)
+    remaining = config.trials - len(counted_trials(study))
+    distributions = space.distributions()
+    began = time.perf_counter()
+    pending: dict[Future, Any] = {}
+    pool = _Pool(config, ctx, study) if remaining > 0 else None
+    submitted, ran = 0, 0
+    try:
+        while submitted < remaining or pending:
+            while submitted < remaining and len(pending) < config.parallel:
+                trial = study.ask(distributions)
+                task = TrialTask(trial.number, trial._trial_id, dict(trial.params))
+                pending[pool.submit(task)] = trial
+                submitted += 1
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: pending[f].number):
+                trial = pending.pop(future)
+                outcome = _outcome(future, trial.number)
+                record(study, trial, outcome, root)
+                ran += 1
+                write_summary(study, root, config, source, space, throughput=None)
+                if on_trial is not None:
+                    on_trial(outcome, study)
+    except BaseException:
+        if pool is not None:
+            pool.close(cancel=True)
+        raise
+    if pool is not None:
+        pool.close()
+    wall = time.perf_counter() - began
+    throughput = {"backend": config.backend, "parallel": config.parallel, "trials": ran,
+                  "wall_s": round(wall, 3),
+                  "trials_per_hour": round(ran / wall * 3600, 2) if ran and wall > 0 else None}
+    doc = write_summary(study, root, config, source, space, throughput, analyse=True)
+    best = doc["best"]
+    if best is not None:
+        header = [(f"foxhunt tune: best of study '{config.name}' (trial {best['number']}, "
+                  f"validation {config.metric} {best['value']:.4g})"),
+                  (f"deflated Sharpe ratio {_fmt(doc['deflated_sharpe'].get('dsr'))}, "
+                  f"PBO {_fmt(doc['pbo'].get('pbo'))}; GPU profile {ctx.profile.name}"),
+                  "use: foxhunt --config best.toml train SYMBOL --bars BARS"]
+        write_toml(root / BEST_FILE, best_config(ctx.base, ctx.features, best["params"]), header)
+    return doc
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _outcome(future: Future, number: int) -> TrialOutcome:
+    """The worker's outcome; a worker that died (killed process, lost Ray node) fails the
+    trial with the reason."""
+    try:
+        return future.result()
+    except Exception as exc:  # noqa: BLE001 (a dead worker fails its trial, not the study)
+        return TrialOutcome(number, FAILED, None, 0.0, error=f"worker lost: {type(exc).__name__}: {exc}")
+
+
+def record(study, trial, outcome: TrialOutcome, root: Path) -> None:
+    """Store a finished trial: its returns file, its folds and timing, then its state."""
+    from optuna.trial import TrialState
+
+    if outcome.state == COMPLETE:
+        path = trial_dir(root, outcome.number) / RETURNS_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.tmp.npz")
+        np.savez(tmp, bars=outcome.bars, returns=outcome.returns)
+        os.replace(tmp, path)
+    trial.set_user_attr("seconds", round(outcome.seconds, 3))
+    if outcome.folds:
+        trial.set_user_attr("folds", outcome.folds)
+    if outcome.error:
+        trial.set_user_attr("error", outcome.error)
+    if outcome.state == COMPLETE and outcome.value is not None and math.isfinite(outcome.value):
+        study.tell(trial, outcome.value)
+    elif outcome.state == PRUNED:
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def load_returns(root: Path, number: int) -> tuple[np.ndarray, np.ndarray] | None:
+    path = trial_dir(root, number) / RETURNS_FILE
+    if not path.is_file():
+        return None
+    with np.load(path) as f:
+        return f["bars"], f["returns"]
+
+
+# -- the study's record ------------------------------------------------------------------------
+
+
+def trial_rows(study) -> list[dict[str, Any]]:
+    rows = []
+    for t in study.get_trials(deepcopy=False):
+        folds = t.user_attrs.get("folds", [])
+        rows.append({
+            "number": t.number, "state": t.state.name.lower(),
+            "value": t.value if t.value is not None and math.isfinite(t.value) else None,
+            "params": dict(t.params), "seconds": t.user_attrs.get("seconds"),
+            "interrupted": bool(t.system_attrs.get(INTERRUPTED_ATTR)),
+            "error": t.user_attrs.get("error"),
+            "pso": ({"gen": t.system_attrs["pso:gen"], "particle": t.system_attrs["pso:particle"]}
+                    if "pso:gen" in t.system_attrs else None),
+            "folds": [{"fold": f["fold"], "best_epoch": f["best_epoch"],
+                       **{k: f["val"].get(k) for k in ("sharpe", "psr", "return", "trades",
+                                                       "flat")}} for f in folds],
+        })
+    return rows
+
+
+def selection_stats(study, root: Path) -> dict[str, Any]:
+    """DSR of the best trial and PBO over the finished trials, from their validation returns."""
+    from optuna.trial import TrialState
+
+    counted = counted_trials(study)
+    done = [t for t in counted if t.state == TrialState.COMPLETE]
+    series = {t.number: s for t in done if (s := load_returns(root, t.number)) is not None}
+    out: dict[str, Any] = {"deflated_sharpe": {"dsr": None, "reason": "no finished trial"},
+                           "pbo": {"pbo": None, "reason": "needs 2 finished trials"}}
+    if not series:
+        return out
+    best = max((t for t in done if t.number in series), key=lambda t: t.value)
+    sharpes = np.array([_per_bar_sharpe(r) for _, r in series.values()])
+    dsr = deflated_sharpe_of(series[best.number][1], sharpes, n_trials=len(counted))
+    out["deflated_sharpe"] = ({**dsr.doc(), "trial": best.number} if dsr is not None else
+                              {"dsr": None, "reason": "the best trial's returns are constant "
+                                                     "(flat on every validation bar)"})
+    out["per_bar_sharpe"] = {n: float(s) for n, s in zip(series, sharpes)}
+    if len(series) >= 2:
+        matrix = aligned_returns(list(series.values()))
+        blocks = min(PBO_BLOCKS, (matrix.shape[0] // 2) // 2 * 2)
+        if blocks >= 2:
+            out["pbo"] = probability_of_overfitting(matrix, blocks).doc()
+        else:
+            out["pbo"] = {"pbo": None, "reason": f"{matrix.shape[0]} validation bars common "
+                                                 "to the trials: too few to split"}
+    return out
+
+
+def _per_bar_sharpe(returns: np.ndarray) -> float:
+    r = np.asarray(returns, dtype=np.float64)
+    if r.size < 2 or r.max() == r.min():
+        return 0.0
+    return float(r.mean() / r.std(ddof=1))
+
+
+def aligned_returns(series: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """[T, N]: the trials' returns on the decision bars all of them were judged on (trials
+    whose observation window differs start their validation at different bars)."""
+    common = series[0][0]
+    for bars, _ in series[1:]:
+        common = np.intersect1d(common, bars)
+    cols = []
+    for bars, returns in series:
+        order = np.argsort(bars, kind="stable")
+        cols.append(returns[order][np.searchsorted(bars[order], common)])
+    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+
+
+def importance(study) -> dict[str, float]:
+    """fANOVA importance of each parameter for the score (empty below 2 distinct scores)."""
+    from optuna.trial import TrialState
+
+    values = {t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
+    if len(values) < 2:
+        return {}
+    import optuna
+
+    try:
+        return {k: float(v) for k, v in optuna.importance.get_param_importances(
+            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)).items()}
+    except (RuntimeError, ValueError):
+        return {}
+
+
+def write_summary(study, root: Path, config: TuneConfig, source: dict[str, Any],
+                  space: SearchSpace, throughput: dict[str, Any] | None,
+                  analyse: bool = False) -> dict[str, Any]:
+    """study.json, rewritten atomically after every trial (the report reads it mid-study);
+    with `analyse` also DSR, PBO and parameter importance."""
+    from optuna.trial import TrialState
+
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    best = max(done, key=lambda t: t.value) if done else None
+    path = root / STUDY_FILE
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    doc: dict[str, Any] = {
+        "study": config.name, "storage": safe_url(config.storage), **source,
+        "sampler": config.sampler, "metric": config.metric, "pruner": config.pruner,
+        "direction": "maximize", "trials_requested": config.trials,
+        "space": [p.describe() for p in space.params], "space_keys": space.keys(),
+        "trials": trial_rows(study),
+        "best": None if best is None else {"number": best.number, "value": best.value,
+                                           "params": dict(best.params), "config": BEST_FILE},
+        "throughput": throughput or old.get("throughput"),
+        "final": old.get("final"),
+    }
+    if analyse:
+        doc.update(selection_stats(study, root))
+        doc["importance"] = importance(study)
+    else:
+        for key in ("deflated_sharpe", "pbo", "importance", "per_bar_sharpe"):
+            if key in old:
+                doc[key] = old[key]
+        doc.setdefault("deflated_sharpe", {"dsr": None, "reason": "computed when the study ends"})
+        doc.setdefault("pbo", {"pbo": None, "reason": "computed when the study ends"})
+    write_json(path, doc)
+    return doc
+
+
+def write_json(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, default=_plain))
+    os.replace(tmp, path)
+
+
+def _plain(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def read_study(root: Path) -> dict[str, Any]:
+    path = Path(root) / STUDY_FILE
+    if not path.is_file():
+        raise FoxhuntError(f"{root}: not a foxhunt study (no {STUDY_FILE}); run `foxhunt tune` first")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise FoxhuntError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+# -- the test windows, once --------------------------------------------------------------------
+
+
+def run_final(ctx: TrialContext, params: dict[str, Any], run_dir: Path,
+              on_epoch: Callable[[dict[str, Any]], None] | None = None,
+              on_fold: Callable[[Any], None] | None = None) -> RunResult:
+    """The chosen configuration trained again as a normal walk-forward run (scope `test`): the
+    only time the study's test windows are rolled out. Records its fold table in study.json."""
+    from foxhunt.devices import resolve_device
+    from foxhunt.features.pipeline import FeaturePipeline
+
+    spec = apply(ctx.base, params, "best trial").sized_for(ctx.profile)
+    trainer = WalkForwardTrainer(spec, ctx.bars, FeaturePipeline(ctx.features, ctx.instrument.session),
+                                 ctx.instrument, run_dir, resolve_device(ctx.device), on_epoch,
+                                 ctx.periods_per_year, on_fold)
+    result = trainer.run()
+    path = Path(ctx.root) / STUDY_FILE
+    if path.is_file():
+        doc = json.loads(path.read_text())
+        doc["final"] = {"run_dir": str(run_dir), "folds": result.table()}
+        write_json(path, doc)
+    return result
+
+
+__all__ = ["BACKENDS", "METRICS", "SAMPLERS", "TuneConfig", "run_final", "run_study"]
