@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from foxhunt.cli import data, evaluate, features, train  # noqa: F401  (registers their commands)
+from foxhunt.cli import data, evaluate, features, trading, train  # noqa: F401  (registers their commands)
 from foxhunt.cli.app import app
 from foxhunt.errors import FoxhuntError
 

@@ -46,7 +46,7 @@ from foxhunt.env.market import average_true_range, dollar_volatility, session_en
 from foxhunt.errors import ConfigError, DataError
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.sim import SimulatedVenue
-from foxhunt.execution.store import EventStore
+from foxhunt.execution.store import EventLogError, EventStore
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.errors import TradingError
@@ -267,10 +267,26 @@ class PaperTrader:
                 due = (int(bars.ts[t]) - t0) / 1e9 / self.speed - (time.monotonic() - began)
                 if due > 0:
                     self.sleep(due)
-            self._live_bar(t)
+            self._live_bar_retrying(t)
             if self.progress is not None:
                 self.progress(t + 1 - self.lo, self.hi - self.lo)
         return self.result(resumed, counts)
+
+    def _live_bar_retrying(self, t: int) -> None:
+        """A bar, run again when an operator's command (`foxhunt risk halt|kill`) took the
+        log's next sequence number first: the engine has folded the log again (the command
+        included), reconciliation sends what the command asked of the venue, and the bar's
+        steps, which are idempotent, run once more."""
+        for attempt in range(3):
+            try:
+                self._live_bar(t)
+                return
+            except EventLogError as exc:
+                if "another writer" not in str(exc) or attempt == 2:
+                    raise
+                assert self.engine is not None
+                self.engine._refold()
+                self._reconcile()
 
     def _bar_fills(self, t: int) -> None:
         """Bar t's fills into the mirror, in the env's order (market, stop, close)."""

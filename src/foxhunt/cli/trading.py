@@ -1,0 +1,367 @@
+"""`foxhunt paper`, `foxhunt orders`, `foxhunt positions`, `foxhunt risk status|halt|resume|kill`.
+
+Every command works on one account's event log: `$FOXHUNT_HOME/trading/<account>.sqlite` by
+default, any SQLAlchemy URL with `--log` (PostgreSQL: postgresql+psycopg://...). The state
+shown is the log folded, so it is what a restarted trader would rebuild. Operator actions
+(halt, resume, kill) are events in the same log, stamped with the log's own clock (its last
+event's time: a replay's trading day is not cut by the wall clock); a paper process running on
+the log picks them up at its next append (a second writer's append fails on the sequence
+number, and the trader folds the log again and goes on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, fmt_ts, out
+from foxhunt.errors import ConfigError, FoxhuntError
+
+risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
+                       no_args_is_help=True)
+app.add_typer(risk_app, name="risk")
+
+AccountOpt = Annotated[str, typer.Option("--account", help="Account (one event log each).")]
+LogOpt = Annotated[str | None, typer.Option(
+    "--log", help="Event log URL (default: sqlite in FOXHUNT_HOME/trading/ACCOUNT.sqlite).")]
+_SPEED = re.compile(r"^(\d+(?:\.\d+)?)x$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _trading_dir(ctx: typer.Context) -> Path:
+    return _settings(ctx).home / "trading"
+
+
+def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
+    from foxhunt.execution.store import default_log_url
+
+    if not _ACCOUNT.match(account):
+        raise ConfigError(f"--account {account!r}: use letters, digits, '_', '.' or '-' (at most 64)")
+    return log or default_log_url(account, _settings(ctx).home)
+
+
+def _contracts(ctx: typer.Context) -> dict[str, Any]:
+    from foxhunt.cli.data import instrument_registry
+    from foxhunt.orders.contract import Contract
+
+    reg = instrument_registry(ctx)
+    return {s: Contract.from_instrument(reg.get(s)) for s in reg.symbols}
+
+
+def _engine(ctx: typer.Context, account: str, log: str | None, *, must_exist: bool = True):
+    """The account's engine folded from its log (no venue: operator commands only log)."""
+    from foxhunt.execution import SqlEventStore, TradingEngine
+
+    url = _log_url(ctx, account, log)
+    if must_exist and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        raise FoxhuntError(f"account {account!r} has no event log ({url}); start one with "
+                           "`foxhunt paper ... --account NAME`")
+    engine = TradingEngine(SqlEventStore(url), _contracts(ctx), _risk_of(ctx, account))
+    if not engine.account.is_open:
+        raise FoxhuntError(f"event log {url} holds no account yet")
+    return engine, url
+
+
+def _risk_of(ctx: typer.Context, account: str):
+    """The risk limits a paper run of this account was started with (kept beside its log)."""
+    from foxhunt.risk.config import RiskConfig
+
+    meta = _trading_dir(ctx) / f"{account}.paper.json"
+    if meta.exists():
+        doc = json.loads(meta.read_text())
+        if doc.get("risk"):
+            return RiskConfig.model_validate(doc["risk"])
+    return RiskConfig()
+
+
+def _log_clock(engine) -> int:
+    last = 0
+    for _, event in engine.store.read(max(engine.seq - 1, 0)):
+        last = max(last, event.ts_ns)
+    return last
+
+
+# ----------------------------------------------------------------------------------- paper
+
+
+def _parse_speed(speed: str) -> float | None:
+    s = speed.strip().lower()
+    if s == "max":
+        return None
+    if s == "realtime":
+        return 1.0
+    m = _SPEED.match(s)
+    if m and float(m.group(1)) > 0:
+        return float(m.group(1))
+    raise ConfigError(f"--speed {speed!r}: use max, realtime or a factor like 10x")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+@app.command()
+def paper(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
+    run: Annotated[Path | None, typer.Option("--run", help="Run directory: its last fold's model.")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file.")] = None,
+    strategy: Annotated[str | None, typer.Option(help="Rule: sma:FAST,SLOW | buy-and-hold | zfade:L,E | random:SEED.")] = None,
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    start: Annotated[str | None, typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
+    speed: Annotated[str, typer.Option(help="max, realtime or Nx (N times real time).")] = "max",
+    risk: Annotated[Path | None, typer.Option("--risk", help="TOML file with a [risk] table.")] = None,
+    account: AccountOpt = "paper",
+    log: LogOpt = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue this account's run after a stop or crash.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Paper-trade a trained agent or a rule strategy over stored bars, behind the risk limits."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from foxhunt.cli.evaluate import _window, load_series
+    from foxhunt.execution import SqlEventStore
+    from foxhunt.execution.sim import SimulatedVenue
+    from foxhunt.orders.contract import Contract
+    from foxhunt.paper import PaperTrader, load_agent, load_rule
+    from foxhunt.risk.config import RiskConfig, load_risk_config
+
+    chosen = [x for x in (run, checkpoint, strategy) if x]
+    if len(chosen) != 1:
+        raise FoxhuntError("paper: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
+    factor = _parse_speed(speed)
+    limits = load_risk_config(risk) if risk is not None else RiskConfig()
+    instrument, frame, _ = load_series(ctx, symbol, bars)
+    window = _window(frame, start, end)
+    settings = _settings(ctx).settings
+    if strategy is not None:
+        loaded, env, policy = load_rule(strategy, frame), settings.env, f"strategy:{strategy}"
+    else:
+        path, features = checkpoint, None
+        if run is not None:
+            from foxhunt.features.config import FeatureConfig
+            from foxhunt.report.run import SOURCE_FILE, read_run
+
+            docs = read_run(run)
+            fold = docs["folds.json"][-1]
+            if fold.get("deployed") == "flat":
+                raise FoxhuntError(f"{run}: its last fold deployed flat (no edge on validation); "
+                                   "nothing to paper-trade")
+            path = Path(fold["checkpoint"])
+            features = FeatureConfig.model_validate(docs[SOURCE_FILE]["features"])
+        loaded = load_agent(path, instrument, features)
+        env, policy = loaded.env, f"checkpoint:{Path(path).resolve()}"
+    url = _log_url(ctx, account, log)
+    meta_path = _trading_dir(ctx) / f"{account}.paper.json"
+    meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
+            "log": url, "risk": limits.model_dump(mode="json")}
+    store = SqlEventStore(url)
+    has_log = store.last_seq() > 0
+    if has_log and not resume:
+        raise FoxhuntError(f"account {account!r} already has an event log ({url}); pass --resume "
+                           "to continue its run, or use another --account")
+    if resume:
+        if not has_log or not meta_path.exists():
+            raise FoxhuntError(f"account {account!r} has no paper run to resume; start one "
+                               "without --resume")
+        before = json.loads(meta_path.read_text())
+        diff = [k for k in meta if before.get(k) != meta[k]]
+        if diff:
+            raise FoxhuntError(f"--resume: {', '.join(diff)} differ from the run being resumed "
+                               f"({meta_path}); give the same arguments")
+    else:
+        _atomic_write(meta_path, json.dumps(meta, indent=1))
+    contract = Contract.from_instrument(instrument)
+    venue = SimulatedVenue({symbol: contract}, env.slippage_ticks,
+                           journal=_trading_dir(ctx) / f"{account}.venue.jsonl")
+    progress = None
+    bar_ui = None
+    if not as_json and out.is_terminal:
+        bar_ui = Progress(TextColumn("paper {task.fields[symbol]}"), BarColumn(),
+                          TextColumn("{task.completed:,}/{task.total:,} bars"),
+                          TimeRemainingColumn(), console=out, transient=True)
+        task = bar_ui.add_task("paper", total=window[1] - window[0], symbol=symbol)
+
+        def progress(done: int, total: int) -> None:
+            if done % 256 == 0 or done == total:
+                bar_ui.update(task, completed=done)
+
+    trader = PaperTrader(frame, instrument, loaded.decider, window, store=store, venue=venue,
+                         env=env, risk=limits, account=account, speed=factor, progress=progress)
+    try:
+        if bar_ui is not None:
+            with bar_ui:
+                result = trader.run()
+        else:
+            result = trader.run()
+    finally:
+        venue.close()
+        store.close()
+    trades = trader.trades(result)
+    doc = {**result.to_json(), "account": account, "log": url, "trades": len(trades)}
+    if as_json:
+        _emit_json(doc)
+        return
+    out.print(f"paper {symbol} {bars} {result.policy}: bars {result.window[0]}..{result.window[1]}"
+              f", {len(trades)} trades, {doc['orders']} orders ({doc['denied']} denied)")
+    out.print(f"PnL {result.pnl:+,.2f} {contract.currency}, equity {result.equity:,.2f}, "
+              f"position {result.position:+d}")
+    if result.resumed_from is not None:
+        out.print(f"resumed at bar {result.resumed_from}; reconciled: {result.reconciled}")
+    out.print(f"log: {url}")
+
+
+# ----------------------------------------------------------------------------- orders, positions
+
+
+def _order_row(o) -> dict[str, Any]:
+    return {"client_order_id": o.client_order_id, "symbol": o.symbol, "side": str(o.side),
+            "quantity": o.quantity, "filled": o.filled_qty, "type": str(o.order_type),
+            "tif": str(o.time_in_force), "limit_ticks": o.limit_ticks, "stop_ticks": o.stop_ticks,
+            "status": str(o.status), "avg_fill_ticks": o.avg_fill_ticks, "tag": o.tag,
+            "reason": o.reason, "ts_init": o.ts_init, "ts_last": o.ts_last}
+
+
+@app.command()
+def orders(
+    ctx: typer.Context,
+    account: AccountOpt = "paper",
+    log: LogOpt = None,
+    status: Annotated[str, typer.Option(help="working, all or a status (FILLED, DENIED, ...).")] = "all",
+    last: Annotated[int, typer.Option(help="Show the last N orders (0: all).", min=0)] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Orders of an account, folded from its event log."""
+    from foxhunt.orders.state import OrderStatus
+
+    engine, url = _engine(ctx, account, log)
+    wanted = status.strip().upper()
+    if wanted not in ("ALL", "WORKING") and wanted not in OrderStatus.__members__:
+        raise ConfigError(f"--status {status!r}: use working, all or one of "
+                          f"{', '.join(OrderStatus.__members__)}")
+    rows = [_order_row(o) for o in engine.book
+            if wanted == "ALL" or (wanted == "WORKING" and o.is_working) or str(o.status) == wanted]
+    rows = rows[-last:] if last else rows
+    if as_json:
+        _emit_json({"account": account, "log": url, "orders": rows})
+        return
+    out.print(_table(f"orders of {account} ({len(rows)})",
+                     ["id", "symbol", "side", "qty", "filled", "type", "status", "tag", "time"],
+                     [[r["client_order_id"], r["symbol"], r["side"], r["quantity"], r["filled"],
+                       r["type"], r["status"], r["tag"], fmt_ts(r["ts_last"])] for r in rows]))
+
+
+@app.command()
+def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+              as_json: JsonOpt = False) -> None:
+    """Positions, marks and PnL of an account, folded from its event log."""
+    engine, url = _engine(ctx, account, log)
+    acct = engine.account
+    rows = []
+    for sym, pos in sorted(acct.positions.items()):
+        c = acct.contracts[sym]
+        mark = acct.marks.get(sym)
+        rows.append({"symbol": sym, "position": pos.quantity,
+                     "mark": str(c.price(mark)) if mark is not None else None,
+                     "unrealised": str(acct.unrealised(sym)) if pos.quantity else "0",
+                     "realised": str(c.money(pos.realised_ticks))})
+    doc = {"account": account, "log": url, "currency": acct.currency,
+           "balance": str(acct.balance), "equity": str(acct.equity()),
+           "realised": str(acct.realised), "commissions": str(acct.commissions),
+           "positions": rows}
+    if as_json:
+        _emit_json(doc)
+        return
+    out.print(_table(f"positions of {account}", ["symbol", "position", "mark", "unrealised"],
+                     [[r["symbol"], f"{r['position']:+d}", r["mark"], r["unrealised"]]
+                      for r in rows]))
+    out.print(f"balance {acct.balance:,.2f} {acct.currency}, equity {acct.equity():,.2f}, "
+              f"realised {acct.realised:+,.2f}, commissions {acct.commissions:,.2f}")
+
+
+# ----------------------------------------------------------------------------------- risk
+
+
+def _risk_doc(engine, account: str, url: str) -> dict[str, Any]:
+    st = engine.risk.state
+    acct = engine.account
+    equity = acct.equity()
+    return {"account": account, "log": url, "trading_state": str(engine.trading_state),
+            "cause": str(st.cause) if getattr(st, "cause", None) else None,
+            "reason": getattr(st, "reason", ""), "kill_switch": bool(st.kill_active),
+            "day": st.day or None, "equity": str(equity),
+            "daily_loss": str(st.day_start_equity - equity),
+            "drawdown": str(st.peak_equity - equity), "orders_today": st.orders_today,
+            "working_orders": len(engine.book.working()),
+            "limits": engine.risk_config.model_dump(mode="json")}
+
+
+def _print_risk(doc: dict[str, Any]) -> None:
+    out.print(f"[bold]{doc['account']}[/] {doc['trading_state']}"
+              + (f" ({doc['cause']}: {doc['reason']})" if doc["cause"] else "")
+              + (" kill switch active" if doc["kill_switch"] else ""))
+    out.print(f"equity {doc['equity']}, daily loss {doc['daily_loss']}, drawdown "
+              f"{doc['drawdown']}, orders today {doc['orders_today']}, working orders "
+              f"{doc['working_orders']}")
+
+
+@risk_app.command("status")
+def risk_status(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+                as_json: JsonOpt = False) -> None:
+    """Trading state, breakers' figures and limits of an account."""
+    engine, url = _engine(ctx, account, log)
+    doc = _risk_doc(engine, account, url)
+    _emit_json(doc) if as_json else _print_risk(doc)
+
+
+def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
+    from foxhunt.orders.errors import TradingError
+    from foxhunt.risk.events import TradingState
+
+    engine, url = _engine(ctx, account, log)
+    ts = _log_clock(engine)
+    try:
+        if action == "kill":
+            engine.kill(ts, reason or "kill switch from the command line")
+        else:
+            state = TradingState.HALTED if action == "halt" else TradingState.ACTIVE
+            if engine.trading_state is state:
+                raise FoxhuntError(f"account {account!r} is already {state}")
+            engine.set_trading_state(state, ts, reason or f"{action} from the command line")
+    except TradingError as exc:
+        raise FoxhuntError(f"risk {action}: {exc}") from None
+    doc = _risk_doc(engine, account, url)
+    _emit_json(doc) if as_json else _print_risk(doc)
+
+
+ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).")]
+
+
+@risk_app.command("halt")
+def risk_halt(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+              reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
+    """Stop all new orders (HALTED); working orders stay."""
+    _operator(ctx, account, log, as_json, "halt", reason)
+
+
+@risk_app.command("resume")
+def risk_resume(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+                reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
+    """Back to ACTIVE (an operator's decision; ends the kill switch)."""
+    _operator(ctx, account, log, as_json, "resume", reason)
+
+
+@risk_app.command("kill")
+def risk_kill(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+              reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
+    """Halt, cancel every working order and flatten every position (sent by the trader)."""
+    _operator(ctx, account, log, as_json, "kill", reason)
