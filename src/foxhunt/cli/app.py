@@ -157,3 +157,7 @@ def config_show(
     rows = [[f"{section}.{k}", v] for section, body in doc["settings"].items() for k, v in body.items()]
     rows += [[f"profile.{k}", v] for k, v in doc["gpu_profile"].items() if k not in ("name", "reason")]
     out.print(_table("settings", ["key", "value"], rows))
+
+
+# `foxhunt tune` registers itself on import; imported here, after `app` and the helpers it uses.
+from foxhunt.cli import tune as _tune  # noqa: F401

@@ -148,12 +148,17 @@ def backtest(
 @app.command("report")
 def report_cmd(
     ctx: typer.Context,
-    run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run directory.")],
+    run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run or `foxhunt tune` study directory.")],
     out_file: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """One self-contained HTML report of a walk-forward run (works offline)."""
+    """One self-contained HTML report of a walk-forward run or a `foxhunt tune` study (works
+    offline)."""
+    if (run_dir / "study.json").is_file():
+        from foxhunt.cli.tune import report_study
+
+        return report_study(run_dir, out_file, as_json)
     from foxhunt.report import write_report
     from foxhunt.report.run import SOURCE_FILE, backtest_run, read_run, run_report_data
 

@@ -52,7 +52,11 @@ def write_report(
     data: dict[str, Any], path: Path | str, max_points: int = MAX_CHART_POINTS
 ) -> Path:
     """Render `data` and write it to `path` atomically (temp file + rename); returns the path."""
-    text = render_report(data, max_points)
+    return write_text_atomic(render_report(data, max_points), path)
+
+
+def write_text_atomic(text: str, path: Path | str) -> Path:
+    """Write a page to `path` through a synced temp file and a rename; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -133,7 +133,7 @@
       for (var i = 0; i < s.y.length; i++) if (s.y[i] != null && Math.abs(s.y[i]) > maxAbs) maxAbs = Math.abs(s.y[i]);
     });
     var series = [{
-      label: isBar ? "Time" : "Epoch",
+      label: isBar ? "Time" : (spec.xlabel || "Epoch"),
       value: function (u, v) {
         if (v == null) return DASH;
         return isBar ? fmtTime(timeAt(spec.group, Math.round(v)), "full") : String(v);
@@ -153,6 +153,7 @@
         }
       };
       if (isBar) o.points = n < 3 ? { show: true, size: 7 } : { show: false };
+      if (s.markers) { o.points = { show: true, size: 7, fill: s.color }; o.paths = function () { return null; }; }
       if (s.fill) o.fill = s.fill;
       if (s.dash) o.dash = s.dash;
       series.push(o);

@@ -1,0 +1,209 @@
+"""`foxhunt tune`: search training settings on walk-forward validation, then test the choice once."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, out
+from foxhunt.errors import FoxhuntError
+
+SamplerOpt = Annotated[str, typer.Option(help="pso (particle swarm), tpe, cmaes or random.")]
+
+
+def _need_optuna() -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise FoxhuntError("foxhunt tune needs Optuna: pip install 'foxhunt[tune]'") from None
+
+
+def _num(v: Any, fmt: str = "+.3f") -> str:
+    return "—" if v is None else format(v, fmt)
+
+
+@app.command()
+def tune(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
+    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    space: Annotated[Path | None, typer.Option(
+        "--space", help="Search space TOML (default: the shipped tune_space.toml).")] = None,
+    trials: Annotated[int, typer.Option(help="Trials the study holds when done (a resumed "
+                                         "study runs the rest).", min=1)] = 50,
+    sampler: SamplerOpt = "pso",
+    parallel: Annotated[int, typer.Option(help="Trials at once.", min=1)] = 1,
+    backend: Annotated[str, typer.Option(
+        help="process (a worker process per trial slot), thread, or ray (Ray tasks).")] = "process",
+    storage: Annotated[str | None, typer.Option(
+        help="Optuna storage URL (default: SQLite in FOXHUNT_HOME/studies; PostgreSQL works).")] = None,
+    study: Annotated[str | None, typer.Option(
+        "--study", help="Study name (default: SYMBOL-BARS-SAMPLER).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the study from its storage.")] = False,
+    metric: Annotated[str, typer.Option(
+        help="Validation figure maximised, mean over folds: sharpe, psr, return or pnl.")] = "sharpe",
+    pruner: Annotated[str, typer.Option(help="median, hyperband or none.")] = "median",
+    particles: Annotated[int, typer.Option(help="PSO swarm size.", min=2)] = 8,
+    seed: Annotated[int, typer.Option(help="The sampler's seed.", min=0)] = 0,
+    folds: Annotated[int | None, typer.Option(help="Walk-forward folds.", min=1)] = None,
+    epochs: Annotated[int | None, typer.Option(help="Validation rounds per fold.", min=1)] = None,
+    updates_per_fold: Annotated[int | None, typer.Option(
+        "--updates-per-fold", help="Gradient updates per fold (default: the GPU profile's).",
+        min=1)] = None,
+    profile: Annotated[str | None, typer.Option(help="GPU profile name or TOML path.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
+    gpus_per_trial: Annotated[float | None, typer.Option(
+        "--gpus-per-trial", help="Ray: GPU share per trial (default 1/parallel on CUDA).")] = None,
+    final: Annotated[bool, typer.Option(
+        "--final/--no-final", help="Train the best configuration once more and roll out the "
+        "test windows (the only time they are read).")] = True,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="Study directory (default: FOXHUNT_HOME/studies/NAME).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search training settings (Optuna; PSO by default) scored on walk-forward validation
+    only; report the deflated Sharpe ratio and PBO of the choice, write it as best.toml, then
+    roll out the test windows once, for it alone."""
+    _need_optuna()
+    from foxhunt.cli.data import instrument_registry, open_store
+    from foxhunt.cli.train import print_fold_table, write_source
+    from foxhunt.configbase import validate_config
+    from foxhunt.data.series import BarSpec
+    from foxhunt.devices import resolve_device
+    from foxhunt.metrics import periods_per_year
+    from foxhunt.profiles import choose_profile
+    from foxhunt.tune.objective import TrialContext
+    from foxhunt.tune.space import load_space
+    from foxhunt.tune.storage import default_storage_url
+    from foxhunt.tune.study import BEST_FILE, TuneConfig, run_final
+
+    resolved = _settings(ctx)
+    settings = resolved.settings
+    base = settings.training_spec()
+    updates: dict[str, dict[str, Any]] = {}
+    if folds is not None:
+        updates["walkforward"] = {"folds": folds}
+    for key, value in (("epochs", epochs), ("updates_per_fold", updates_per_fold),
+                       ("device", device)):
+        if value is not None:
+            updates.setdefault("train", {})[key] = value
+    if updates:
+        base = base.with_overrides(updates, "command-line options")
+    searched = load_space(space, base)
+    choice = choose_profile(profile)
+    dev = resolve_device(base.train.device)
+    name = study or f"{symbol}-{bars.replace(':', '')}-{sampler}"
+    config = validate_config(TuneConfig, {
+        "name": name, "storage": storage or default_storage_url(resolved.home), "trials": trials,
+        "sampler": sampler, "parallel": parallel, "backend": backend, "metric": metric,
+        "pruner": pruner, "particles": particles, "seed": seed, "ray_address": ray_address,
+        "gpus_per_trial": gpus_per_trial}, "foxhunt tune options")
+    instrument = instrument_registry(ctx).get(symbol)
+    with open_store(ctx) as store:
+        frame = store.read_bars(symbol, BarSpec.parse(bars))
+    ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
+    root = out_dir or resolved.home / "studies" / name
+    # K trials share the CPU's cores: one intra-op thread pool per trial, not K oversubscribed.
+    threads = max(1, (os.cpu_count() or 1) // parallel) if dev.type == "cpu" else None
+    trial_ctx = TrialContext(frame, instrument, settings.features, base, choice.profile, ppy,
+                             metric, root, device=dev.type, threads=threads)
+    source = {"symbol": symbol, "bars": bars, "rows": len(frame)}
+    if not as_json:
+        err.print(f"tuning {symbol} {bars} ({len(frame):,} bars): {trials} trials, {sampler}, "
+                  f"{parallel} at once ({backend}) on {dev}, GPU profile {choice.profile.name}, "
+                  f"searching {', '.join(searched.keys())} -> {root}", soft_wrap=True)
+    doc = _run_with_progress(config, trial_ctx, searched, source, resume, quiet=as_json)
+    final_run = None
+    if final and doc["best"] is not None:
+        final_dir = root / "final"
+        if not as_json:
+            err.print(f"training the best configuration (trial {doc['best']['number']}) once more "
+                      f"and rolling out the test windows -> {final_dir}")
+        write_source(final_dir, symbol, bars, settings.features, frame)
+        final_run = run_final(trial_ctx, doc["best"]["params"], final_dir, on_fold=None if as_json
+                              else lambda r: err.print(r.verdict, soft_wrap=True, markup=False))
+        from foxhunt.tune.study import read_study
+
+        doc = read_study(root)
+    if as_json:
+        _emit_json({"study_dir": str(root), **doc})
+        return
+    _print_study(doc)
+    out.print(f"best configuration: {root / BEST_FILE}")
+    if final_run is not None:
+        print_fold_table(final_run)
+
+
+def _run_with_progress(config, trial_ctx, searched, source, resume: bool, quiet: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from foxhunt.tune.study import counted_trials, run_study
+
+    if quiet:
+        return run_study(config, trial_ctx, searched, source, resume)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err)
+    best: list[float] = []
+
+    def on_trial(outcome, study) -> None:
+        if outcome.value is not None:
+            best[:] = [max(best + [outcome.value])]
+        shown = "—" if outcome.value is None else f"{outcome.value:+.3f}"
+        line = (f"trial {outcome.number}: {outcome.state} {shown} in {outcome.seconds:.1f} s"
+                + (f" ({outcome.error})" if outcome.error else ""))
+        progress.console.print(line, soft_wrap=True, markup=False, highlight=False)
+        status = f"best {best[0]:+.3f}" if best else "no finished trial yet"
+        progress.update(task, completed=len(counted_trials(study)), status=status)
+
+    with progress:
+        task = progress.add_task("trials", total=config.trials, status="starting")
+        return run_study(config, trial_ctx, searched, source, resume, on_trial)
+
+
+def _print_study(doc: dict[str, Any]) -> None:
+    rows = sorted((t for t in doc["trials"] if t["value"] is not None), key=lambda t: -t["value"])
+    keys = doc["space_keys"]
+    body = [[t["number"], t["state"], _num(t["value"])] + [_param(t["params"].get(k)) for k in keys]
+            for t in rows[:10]]
+    out.print(_table(f"study {doc['study']}: best {len(body)} of {len(doc['trials'])} trials "
+                     f"(validation {doc['metric']}, mean over folds)",
+                     ["trial", "state", doc["metric"], *keys], body))
+    dsr, pbo = doc.get("deflated_sharpe") or {}, doc.get("pbo") or {}
+    if dsr.get("dsr") is not None:
+        out.print(f"deflated Sharpe ratio {dsr['dsr']:.3f}: per-bar Sharpe {dsr['sharpe']:.4f} "
+                  f"against {dsr['sr0']:.4f} expected from the best of {dsr['n_trials']} "
+                  f"zero-skill trials (variance of the trials' Sharpe {dsr['variance']:.3g})")
+    else:
+        out.print(f"deflated Sharpe ratio: n/a ({dsr.get('reason', '')})")
+    if pbo.get("pbo") is not None:
+        out.print(f"probability of backtest overfitting {pbo['pbo']:.3f} (CSCV: {pbo['splits']:,} "
+                  f"splits of {pbo['n_obs']:,} validation bars of {pbo['n_trials']} trials)")
+    else:
+        out.print(f"probability of backtest overfitting: n/a ({pbo.get('reason', '')})")
+    thr = doc.get("throughput") or {}
+    if thr.get("trials_per_hour"):
+        out.print(f"throughput: {thr['trials_per_hour']:,.0f} trials/hour ({thr['trials']} trials "
+                  f"in {thr['wall_s']:.1f} s, {thr['parallel']} at once, {thr['backend']})")
+
+
+def _param(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def report_study(study_dir: Path, out_file: Path, as_json: bool) -> None:
+    """`foxhunt report STUDY_DIR`: the study page (trials, history, importance, parallel
+    coordinates, DSR and PBO, the final test run)."""
+    from foxhunt.report.study import write_study_report
+    from foxhunt.tune.study import read_study
+
+    doc = read_study(study_dir)
+    write_study_report(doc, out_file)
+    if as_json:
+        _emit_json({"study_dir": str(study_dir), "report": str(out_file)})
+    else:
+        out.print(f"report: {out_file}")
