@@ -130,6 +130,7 @@ class SimulatedVenue:
                                 "time_in_force": TimeInForce(rec["order"]["time_in_force"])})
                 self._resting[r.client_order_id] = r
                 self.known.add(r.client_order_id)
+                self.history.append(v.Accepted(**rec["report"]))
             elif op == "report":
                 report = REPORTS[rec["kind"]](**rec["report"])
                 self._effect(report)
@@ -193,13 +194,17 @@ class SimulatedVenue:
             order.client_order_id, vid, order.symbol, order.side, order.leaves_qty,
             order.order_type, order.time_in_force, order.limit_ticks, order.stop_ticks,
         )  # fmt: skip
+        accepted = v.Accepted(client_order_id=order.client_order_id, ts_ns=order.ts_last,
+                              venue_order_id=vid)
+        # the order and its acceptance in one line: a crash keeps both or neither
         self._write("order", order={**asdict(rest), "side": rest.side.value,
                                     "order_type": rest.order_type.value,
-                                    "time_in_force": rest.time_in_force.value})
+                                    "time_in_force": rest.time_in_force.value},
+                    report=asdict(accepted))
         self._resting[order.client_order_id] = rest
         self.known.add(order.client_order_id)
-        self._report(v.Accepted(client_order_id=order.client_order_id, ts_ns=order.ts_last,
-                                venue_order_id=vid))  # fmt: skip
+        self.history.append(accepted)
+        self._queue.append(accepted)
 
     def cancel(self, order: Order) -> None:
         cid = order.client_order_id

@@ -183,12 +183,15 @@ class PaperTrader:
             elif isinstance(event, PriceMarked) and event.symbol == self.symbol:
                 last_mark = event.ts_ns
         counts = self._reconcile()
-        if last_mark is None:
+        # the last bar the run reached: its mark, or the fills of the next bar when the run
+        # stopped between the venue's fills and that bar's mark (fills come first in a bar)
+        last = max([last_mark or -1, *self.fills])
+        if last < 0:
             return self.lo, counts
-        t = int(np.searchsorted(self.bars.ts, last_mark))
-        if t >= len(self.bars) or self.bars.ts[t] != last_mark or not self.lo <= t < self.hi:
+        t = int(np.searchsorted(self.bars.ts, last))
+        if t >= len(self.bars) or self.bars.ts[t] != last or not self.lo <= t < self.hi:
             raise ReconciliationError(
-                f"the log's last mark ({last_mark}) is not a bar of this paper window; resume "
+                f"the log's last bar ({last}) is not a bar of this paper window; resume "
                 "with the same symbol, bars and --from/--to")
         return t, counts
 
