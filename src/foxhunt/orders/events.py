@@ -8,7 +8,7 @@ prices are integer ticks, quantities whole contracts, money `Decimal`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import ClassVar
 
@@ -16,33 +16,43 @@ from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.state import Trigger
 
 
+def event(kind: str, id_format: str):
+    """Class decorator of every logged event: a frozen keyword-only record whose `KIND` names
+    it in the log and whose `event_id` is `id_format` filled from its fields (and `{KIND}`),
+    so the same fact always gets the same id."""
+
+    def wrap(cls):
+        cls.KIND, cls.ID_FORMAT = kind, id_format
+        return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+
+    return wrap
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:
     """Base of every logged event. `KIND` names it in the log; `event_id` makes it unique."""
 
     KIND: ClassVar[str] = ""
+    ID_FORMAT: ClassVar[str] = ""
     ts_ns: int
 
     @property
     def event_id(self) -> str:
-        raise NotImplementedError
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return self.ID_FORMAT.format(KIND=self.KIND, **values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OrderEvent(Event):
     TRIGGER: ClassVar[Trigger]
+    ID_FORMAT: ClassVar[str] = "{client_order_id}:{KIND}"
     client_order_id: str
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_initialized", "{client_order_id}:{KIND}")
 class OrderInitialized(OrderEvent):
     """The order as the OMS built it from a request; it starts every order's history."""
 
-    KIND: ClassVar[str] = "order_initialized"
     symbol: str
     side: Side
     quantity: int
@@ -54,138 +64,100 @@ class OrderInitialized(OrderEvent):
     tag: str = ""  # who asked: a strategy name, "kill_switch", ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_denied", "{client_order_id}:{KIND}")
 class OrderDenied(OrderEvent):
-    KIND: ClassVar[str] = "order_denied"
     TRIGGER: ClassVar[Trigger] = Trigger.DENY
     check: str  # the risk limit's config key
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_submitted", "{client_order_id}:{KIND}")
 class OrderSubmitted(OrderEvent):
-    KIND: ClassVar[str] = "order_submitted"
     TRIGGER: ClassVar[Trigger] = Trigger.SUBMIT
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_accepted", "{client_order_id}:{KIND}")
 class OrderAccepted(OrderEvent):
-    KIND: ClassVar[str] = "order_accepted"
     TRIGGER: ClassVar[Trigger] = Trigger.ACCEPT
     venue_order_id: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_rejected", "{client_order_id}:{KIND}")
 class OrderRejected(OrderEvent):
-    KIND: ClassVar[str] = "order_rejected"
     TRIGGER: ClassVar[Trigger] = Trigger.REJECT
     reason: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_triggered", "{client_order_id}:{KIND}")
 class OrderTriggered(OrderEvent):
-    KIND: ClassVar[str] = "order_triggered"
     TRIGGER: ClassVar[Trigger] = Trigger.TRIGGER
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_pending_update", "{client_order_id}:{KIND}:{request}")
 class OrderPendingUpdate(OrderEvent):
     """An update request sent to the venue; None keeps a field as it is."""
 
-    KIND: ClassVar[str] = "order_pending_update"
     TRIGGER: ClassVar[Trigger] = Trigger.PENDING_UPDATE
     request: int  # the order's n-th request (cancel or update), from 1
     quantity: int | None = None
     limit_ticks: int | None = None
     stop_ticks: int | None = None
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.request}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_pending_cancel", "{client_order_id}:{KIND}:{request}")
 class OrderPendingCancel(OrderEvent):
-    KIND: ClassVar[str] = "order_pending_cancel"
     TRIGGER: ClassVar[Trigger] = Trigger.PENDING_CANCEL
     request: int
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.request}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_updated", "{client_order_id}:{KIND}:{update_id}")
 class OrderUpdated(OrderEvent):
     """The venue changed the order (on request or unasked); `update_id` is the venue's report id."""
 
-    KIND: ClassVar[str] = "order_updated"
     TRIGGER: ClassVar[Trigger] = Trigger.UPDATE
     update_id: str
     quantity: int
     limit_ticks: int | None = None
     stop_ticks: int | None = None
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.update_id}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_modify_rejected", "{client_order_id}:{KIND}:{request}")
 class OrderModifyRejected(OrderEvent):
-    KIND: ClassVar[str] = "order_modify_rejected"
     TRIGGER: ClassVar[Trigger] = Trigger.MODIFY_REJECT
     request: int
     reason: str
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.request}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_cancel_rejected", "{client_order_id}:{KIND}:{request}")
 class OrderCancelRejected(OrderEvent):
-    KIND: ClassVar[str] = "order_cancel_rejected"
     TRIGGER: ClassVar[Trigger] = Trigger.CANCEL_REJECT
     request: int
     reason: str
 
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.request}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_filled", "{client_order_id}:{KIND}:{fill_id}")
 class OrderFilled(OrderEvent):
     """One execution. Carries symbol and side so that a position is folded from fills alone."""
 
-    KIND: ClassVar[str] = "order_filled"
     fill_id: str  # the venue's trade id: the same execution reported twice keeps one id
     symbol: str
     side: Side
     quantity: int
     price_ticks: int
     commission: Decimal
-
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:{self.KIND}:{self.fill_id}"
-
     @property
     def signed_quantity(self) -> int:
         return self.quantity * self.side.sign
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_canceled", "{client_order_id}:{KIND}")
 class OrderCanceled(OrderEvent):
-    KIND: ClassVar[str] = "order_canceled"
     TRIGGER: ClassVar[Trigger] = Trigger.CANCEL
     reason: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("order_expired", "{client_order_id}:{KIND}")
 class OrderExpired(OrderEvent):
-    KIND: ClassVar[str] = "order_expired"
     TRIGGER: ClassVar[Trigger] = Trigger.EXPIRE
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
-from typing import ClassVar
 
-from foxhunt.orders.events import Event
+from foxhunt.orders.events import Event, event
 
 
 class TradingState(str, Enum):
@@ -28,9 +26,8 @@ class Cause(str, Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("trading_state_changed", "trading_state:{change}")
 class TradingStateChanged(Event):
-    KIND: ClassVar[str] = "trading_state_changed"
     change: int  # the n-th change of the account's trading state, from 1
     previous: TradingState
     state: TradingState
@@ -38,65 +35,41 @@ class TradingStateChanged(Event):
     check: str = ""  # the breaker's config key when cause is BREAKER
     reason: str = ""
 
-    @property
-    def event_id(self) -> str:
-        return f"trading_state:{self.change}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("trading_day_started", "trading_day:{day}")
 class TradingDayStarted(Event):
     """A new trading day: the daily loss is measured from `equity`, the order count restarts."""
 
-    KIND: ClassVar[str] = "trading_day_started"
     day: str  # ISO date of the trading day
     ends_ns: int  # its close
     equity: Decimal
 
-    @property
-    def event_id(self) -> str:
-        return f"trading_day:{self.day}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("drawdown_reset", "{KIND}:{reset}")
 class DrawdownReset(Event):
     """An operator's decision: measure the drawdown from `peak` (the equity now) on."""
 
-    KIND: ClassVar[str] = "drawdown_reset"
     reset: int
     peak: Decimal
     reason: str = ""
 
-    @property
-    def event_id(self) -> str:
-        return f"drawdown_reset:{self.reset}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("kill_switch_activated", "kill_switch:{activation}")
 class KillSwitchActivated(Event):
     """From here until the state leaves HALTED, working orders are canceled and positions
     flattened, and again after every fill."""
 
-    KIND: ClassVar[str] = "kill_switch_activated"
     activation: int
     reason: str
 
-    @property
-    def event_id(self) -> str:
-        return f"kill_switch:{self.activation}"
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
+@event("modify_denied", "{client_order_id}:{KIND}:{ts_ns}")
 class ModifyDenied(Event):
     """A modification the risk engine refused; the order stays as it was (audit only)."""
 
-    KIND: ClassVar[str] = "modify_denied"
     client_order_id: str
     check: str
     reason: str
-
-    @property
-    def event_id(self) -> str:
-        return f"{self.client_order_id}:modify_denied:{self.ts_ns}"
 
 
 RISK_EVENTS: tuple[type[Event], ...] = (
