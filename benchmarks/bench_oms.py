@@ -1,0 +1,106 @@
+"""OMS and paper-trading speed (issue 22, point 8).
+
+1. risk check: `RiskEngine.check_order` per order (bench_risk's case). Target p99 <= 50 us.
+2. durable submit: `TradingEngine.submit` until its events are committed, on a SQLite WAL file
+   (synchronous=FULL) and, with --pg-url, on PostgreSQL. Target p99 <= 2 ms on SQLite.
+3. paper replay: bars/s of `PaperTrader` over synthetic ES-grid bars at --speed max with a
+   CPU-sized agent (a randomly initialised Rainbow network, hidden 64, window 8) on
+   incrementally computed features, on an in-memory log and on a SQLite file. Target >= 20k.
+
+Prints one JSON document; targets are reported as `target_met`, never as the exit status.
+
+    .venv/bin/python benchmarks/bench_oms.py
+    .venv/bin/python benchmarks/bench_oms.py --bars 3000 --pg-url postgresql+psycopg://...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import torch
+from bench_risk import bench_check, bench_submit
+
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
+from foxhunt.data.instruments import InstrumentRegistry
+from foxhunt.data.synth import SynthConfig, generate
+from foxhunt.env import EnvConfig
+from foxhunt.env.vector_env import POS_STATE
+from foxhunt.execution import SqlEventStore
+from foxhunt.execution.sim import SimulatedVenue
+from foxhunt.features import FeatureConfig, FeaturePipeline
+from foxhunt.orders import Contract
+from foxhunt.paper import PaperTrader, load_agent
+from foxhunt.risk import RiskConfig
+from foxhunt.training.checkpoint import save_checkpoint
+from foxhunt.training.config import TrainingSpec
+
+OPEN = RiskConfig(max_order_qty=1000, max_position=1000, max_gross_notional=0,
+                  max_order_rate=10**6, max_orders_per_day=10**9, price_collar_pct=1000,
+                  daily_loss_limit=0, max_drawdown=0)  # fmt: skip
+
+
+def agent_checkpoint(folder: Path, bars, inst) -> Path:
+    spec = TrainingSpec(env=EnvConfig(window=8), agent=AgentConfig(hidden=64, atoms=11))
+    matrix = FeaturePipeline(FeatureConfig(), inst.session).transform(bars, fit_until=len(bars) // 2)
+    torch.manual_seed(0)
+    net = BranchingQNetwork(8 * matrix.n_features + len(POS_STATE), spec.agent, matrix.groups, 8,
+                            len(POS_STATE))
+    norm = matrix.normaliser
+    extra = {"fold": 0, "normaliser": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
+             "feature_names": list(matrix.names), "feature_groups": matrix.groups}
+    return save_checkpoint(folder / "agent.pt", net, spec.model_dump(mode="json"), extra)
+
+
+def bench_paper(n_bars: int, url: str, folder: Path) -> dict:
+    bars = generate(SynthConfig(n_bars=n_bars, seed=3, signal_strength=0.3)).bars
+    inst = InstrumentRegistry.load().get("SYN")
+    loaded = load_agent(agent_checkpoint(folder, bars, inst), inst)
+    venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks)
+    trader = PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
+                         venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
+    t = time.perf_counter()
+    result = trader.run()
+    wall = time.perf_counter() - t
+    return {"bars": n_bars, "seconds": round(wall, 3), "bars_per_s": round(n_bars / wall),
+            "orders": result.orders, "fills": len(result.fills),
+            "target_met": n_bars / wall >= 20_000}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--orders", type=int, default=20_000, help="risk checks to time")
+    ap.add_argument("--submits", type=int, default=500, help="durable submits to time per log")
+    ap.add_argument("--bars", type=int, default=5000, help="bars of the paper replay")
+    ap.add_argument("--pg-url", default=None, help="PostgreSQL URL for the durable submit")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        sqlite = bench_submit(f"sqlite:///{tmp}/log.sqlite", args.submits)
+        sqlite["target_met"] = sqlite["p99_us"] <= 2000
+        doc = {
+            "benchmark": "oms",
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "python": platform.python_version(), "machine": platform.machine(),
+            "cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
+            "risk_check": bench_check(args.orders),
+            "submit_durable_sqlite": sqlite,
+            "submit_durable_postgresql": (bench_submit(args.pg_url, args.submits)
+                                          if args.pg_url else None),
+            "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder),
+            "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
+                                                    folder),
+        }  # fmt: skip
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
