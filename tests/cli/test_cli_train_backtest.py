@@ -213,3 +213,24 @@ def test_the_report_shows_what_each_fold_deployed(trained, monkeypatch):
     data = run_report_data(run_dir, per_fold)
     assert [f["deployed"] for f in data["folds"]] == ["flat"] * len(folds)
     assert read_run(run_dir)["folds.json"][0]["verdict"].endswith("no edge: flat")
+
+
+def test_the_verdicts_opportunity_is_the_best_rule_chosen_on_validation_alone():
+    """What `foxhunt train` hands the trainer: the default grid's best rule on the fold's
+    validation window; bars after it do not change the choice."""
+    from foxhunt.backtest.rule_search import choose_rule
+    from foxhunt.cli.train import validation_opportunity
+    from foxhunt.data.instruments import InstrumentRegistry
+    from foxhunt.data.synth import SynthConfig, generate
+    from foxhunt.env.config import EnvConfig
+    from foxhunt.training.walkforward import Fold, Window
+
+    bars = generate(SynthConfig(n_bars=4_000, seed=3, family="trend")).bars
+    instrument = InstrumentRegistry.load().get("SYN")
+    fold = Fold(0, Window(0, 2_000), Window(2_000, 3_000), Window(3_000, 4_000))
+    found = validation_opportunity(bars, instrument, EnvConfig(), 98_280.0)(fold)
+    rule, scores = choose_rule(bars, instrument, fold.val, env_config=EnvConfig(),
+                               periods_per_year=98_280.0)
+    assert (found.rule, found.sharpe, found.bars) == (rule.label, scores[rule.label], 1_000)
+    cut = validation_opportunity(bars.slice(0, 3_000), instrument, EnvConfig(), 98_280.0)(fold)
+    assert cut == found

@@ -8,7 +8,10 @@ import pytest
 import torch
 
 from foxhunt.errors import ConfigError
-from foxhunt.training.trainer import WalkForwardTrainer
+from foxhunt.training import trainer as trainer_module
+from foxhunt.training.evaluate import constant_policy
+from foxhunt.training.trainer import FULL_LONG, WalkForwardTrainer
+from foxhunt.training.verdict import Opportunity
 
 from .builders import instrument, pipeline, synth, tiny_spec
 
@@ -330,3 +333,23 @@ def test_a_validation_scoped_run_never_reads_a_test_window(market, tmp_path):
 def test_an_unknown_scope_is_a_one_line_error(market, tmp_path):
     with pytest.raises(ConfigError, match="scope 'tests' is not one of test, validation"):
         make(market, tmp_path, scope="tests")
+
+
+@pytest.mark.parametrize("action, collapsed", [((0, 0, 0), True), (FULL_LONG, False)])
+def test_a_fold_collapsed_to_flat_names_the_validation_rule_it_missed(market, tmp_path,
+                                                                      monkeypatch, action,
+                                                                      collapsed):
+    """The opportunity is asked for only where validation stayed flat, with the fold (whose
+    validation window is all it may read), and the verdict names the rule and its edge."""
+    monkeypatch.setattr(trainer_module, "greedy_policy", lambda net: constant_policy(action))
+    asked = []
+
+    def opportunity(fold):
+        asked.append(fold.index)
+        return Opportunity("sma:5,20", 30.0, len(fold.val), 98_280.0)
+
+    result = make(market, tmp_path, opportunity=opportunity).run()
+    assert asked == ([0, 1] if collapsed else [])
+    for fold in result.folds:
+        assert ("collapsed to flat" in fold.verdict) == collapsed
+        assert ("while sma:5,20 earned 30 there (PSR 0.98)" in fold.verdict) == collapsed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -82,7 +82,8 @@ def run_training(
             report.verdict, soft_wrap=True, markup=False, highlight=False)
 
     trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev,
-                                 None if quiet else on_epoch, ppy, None if quiet else on_fold)
+                                 None if quiet else on_epoch, ppy, None if quiet else on_fold,
+                                 opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
     if not quiet:
         for notice in trainer.notices:
             err.print(f"note: {notice}", soft_wrap=True, markup=False, highlight=False)
@@ -94,6 +95,20 @@ def run_training(
     else:
         result = trainer.run(resume=resume)
     return result, choice, dev
+
+
+def validation_opportunity(frame, instrument, env_config, ppy):
+    """For the fold verdict: the best rule of the default grid (SMA crosses, z-score fades) on a
+    fold's validation window, chosen there on the CPU with the env's costs."""
+    from foxhunt.backtest.rule_search import choose_rule
+    from foxhunt.training.verdict import Opportunity
+
+    def best_rule(fold) -> Opportunity:
+        rule, scores = choose_rule(frame, instrument, fold.val, env_config=env_config,
+                                   periods_per_year=ppy)
+        return Opportunity(rule.label, scores[rule.label], len(fold.val), ppy)
+
+    return best_rule
 
 
 def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None:
@@ -140,17 +155,17 @@ def train(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
     bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    folds: Annotated[Optional[int], typer.Option(help="Walk-forward folds.", min=1)] = None,
-    epochs: Annotated[Optional[int], typer.Option(
+    folds: Annotated[int | None, typer.Option(help="Walk-forward folds.", min=1)] = None,
+    epochs: Annotated[int | None, typer.Option(
         help="Validation rounds per fold; the fold's budget is split evenly over them.",
         min=1)] = None,
-    updates_per_fold: Annotated[Optional[int], typer.Option(
+    updates_per_fold: Annotated[int | None, typer.Option(
         "--updates-per-fold", help="Gradient updates per fold (default: the GPU profile's).",
         min=1)] = None,
-    profile: Annotated[Optional[str], typer.Option(help="GPU profile name or TOML path.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto, cpu or cuda.")] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Random seed.")] = None,
-    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Run directory.")] = None,
+    profile: Annotated[str | None, typer.Option(help="GPU profile name or TOML path.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Run directory.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last epoch.")] = False,
     as_json: JsonOpt = False,
 ) -> None:

@@ -55,7 +55,14 @@ from foxhunt.training.evaluate import (
 )
 from foxhunt.training.graphs import SETUP
 from foxhunt.training.learner import Learner
-from foxhunt.training.verdict import NO_EDGE, deploy_decision, fold_verdict, health_notes
+from foxhunt.training.verdict import (
+    COLLAPSED_FLAT,
+    NO_EDGE,
+    Opportunity,
+    deploy_decision,
+    fold_verdict,
+    health_notes,
+)
 from foxhunt.training.walkforward import Fold, WalkForwardSplit, Window, fit_episode_len
 
 FULL_LONG = (1, 2, 0)  # direction long, size 3/3, no stop: buy-and-hold through the env
@@ -160,10 +167,15 @@ class WalkForwardTrainer:
         periods_per_year: float | None = None,
         on_fold: Callable[[FoldReport], None] | None = None,
         scope: str = "test",
+        opportunity: Callable[[Fold], Opportunity | None] | None = None,
     ):
         if scope not in SCOPES:
             raise ConfigError(f"WalkForwardTrainer: scope {scope!r} is not one of {', '.join(SCOPES)}")
         self.scope = scope
+        # What a fold that collapses to flat missed: asked only then (a rule search costs a
+        # backtest of the validation window), and handed the fold, whose validation window
+        # is all it may read.
+        self.opportunity = opportunity
         self.bars, self.pipeline, self.instrument = bars, pipeline, instrument
         self.device = device or resolve_device(spec.train.device)
         self.run_dir = Path(run_dir)
@@ -411,10 +423,13 @@ class WalkForwardTrainer:
         )
         gap_p = _gap_p(seen, val)
         health = health_notes(ctx.epochs)
+        missed = None
+        if self.opportunity is not None and val.summary()["flat"] >= COLLAPSED_FLAT:
+            missed = self.opportunity(fold)
         return FoldReport(fold.index, _windows(fold), ctx.best_epoch, val.summary(), test,
                           baselines, str(path), deployed, reason, seen.summary(), gap_p,
                           fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
-                                       min_psr, health), health,
+                                       min_psr, health, missed), health,
                           None if deployed == "agent" else agent_test)
 
     def _test(self, ctx: FoldContext, deployed: str) -> tuple[dict[str, Any] | None,
