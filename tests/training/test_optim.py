@@ -35,6 +35,20 @@ def test_matches_clip_grad_norm_then_adam_over_many_steps(scale):
     assert (norm > 1.0) == (scale > 1.0)  # the gradients' norm is about 8.4 scale
 
 
+def test_weight_decay_is_adamw_decoupled_from_the_moments():
+    ours, ref = _params(1), _params(1)
+    opt = ClippedAdam(ours, lr=1e-2, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.5)
+    ref_opt = torch.optim.AdamW(ref, lr=1e-2, betas=(0.9, 0.99), eps=1e-6, weight_decay=0.5)
+    for step in range(20):
+        _set_grads(ours, step, 0.1)
+        _set_grads(ref, step, 0.1)
+        opt.step()
+        ref_opt.step()
+    for p, q, start in zip(ours, ref, _params(1), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(p, start)
+
+
 def test_leaves_the_gradients_unscaled():
     params = _params(1)
     _set_grads(params, 0, 50.0)
@@ -79,6 +93,7 @@ def test_state_exists_before_the_first_step():
         ({"lr": 0.0}, "lr"),
         ({"lr": 1e-3, "max_norm": -1.0}, "max_norm"),
         ({"lr": 1e-3, "betas": (0.9, 1.0)}, "betas"),
+        ({"lr": 1e-3, "weight_decay": -0.1}, "weight_decay"),
     ],
 )
 def test_bad_settings_are_named(kwargs, message):

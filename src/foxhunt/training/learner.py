@@ -115,7 +115,8 @@ class Learner:
         self.clip_bound = (None if a.grad_clip_quantile is None
                            else RunningQuantile(a.grad_clip_quantile, device))
         self.optimizer = ClippedAdam(self.online.parameters(), lr=a.lr, eps=a.adam_eps,
-                                     max_norm=a.grad_clip, adaptive=self.clip_bound)
+                                     max_norm=a.grad_clip, adaptive=self.clip_bound,
+                                     weight_decay=a.weight_decay)
         self.replay = PrioritizedReplay(
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
@@ -259,8 +260,17 @@ class Learner:
             chosen = take_action(next_dist, a_star)
         if self.support_seen is not None:
             self.support_seen.copy_(target_value_bounds(chosen, b.ret, b.discount, self.support))
+        if agent.input_noise > 0:
+            obs = self._noisy_features(obs, agent.input_noise)
         fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
         return fields, self._head.target_operands(chosen, b.ret, b.discount, self.support)
+
+    def _noisy_features(self, obs: Tensor, std: float) -> Tensor:
+        """`obs` with N(0, std^2) added to its market features (the position state, which the
+        env knows exactly, untouched), drawn after every other draw of the batch."""
+        features = obs.shape[1] - self.env.pos_dim
+        noise = torch.randn(obs.shape[0], features, generator=self.generator, device=obs.device)
+        return torch.cat((obs[:, :features] + std * noise, obs[:, features:]), dim=1)
 
     def stage_targets(self, *operands: Tensor) -> Tensor:
         """a*'s bootstrap target, a step of its own (see `losses.Head`)."""

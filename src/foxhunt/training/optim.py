@@ -21,6 +21,10 @@ class ClippedAdam(torch.optim.Optimizer):
     c = min(1, max_norm / (||g|| + 1e-6)) and ||g|| is the L2 norm of all gradients laid end to
     end, as `torch.nn.utils.clip_grad_norm_` computes it.
 
+    With `weight_decay` the step is AdamW's (Loshchilov & Hutter 2019, "Decoupled Weight Decay
+    Regularization"): p <- p (1 - lr * weight_decay) before Adam's step, apart from the
+    gradient's moments.
+
     With `adaptive` (`bounds.RunningQuantile` of the gradient norms) the clip norm is the lower
     of max_norm and that running quantile of the norms before this step: only the run's own
     outliers are clipped, whatever the network's and the rewards' scale.
@@ -38,13 +42,17 @@ class ClippedAdam(torch.optim.Optimizer):
 
     def __init__(self, params: Iterable[Tensor], lr: float,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 max_norm: float = float("inf"), adaptive: RunningQuantile | None = None):
+                 max_norm: float = float("inf"), adaptive: RunningQuantile | None = None,
+                 weight_decay: float = 0.0):
         if not lr > 0 or not eps > 0 or not max_norm > 0:
             raise ValueError(f"ClippedAdam: lr ({lr}), eps ({eps}) and max_norm ({max_norm}) "
                              "must be positive")
+        if not weight_decay >= 0:
+            raise ValueError(f"ClippedAdam: weight_decay ({weight_decay}) must be >= 0")
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"ClippedAdam: betas {betas} must lie in [0, 1)")
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "max_norm": max_norm})
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "max_norm": max_norm,
+                                  "weight_decay": weight_decay})
         if len(self.param_groups) != 1:
             raise ValueError("ClippedAdam: one parameter group (the clip norm spans all of them)")
         params = self.param_groups[0]["params"]
@@ -140,6 +148,8 @@ class ClippedAdam(torch.optim.Optimizer):
             self.adaptive.observe(grad_norm)
         c = (limit / (grad_norm + 1e-6)).clamp(max=1.0)
         t = self._step.add_(1)
+        if group["weight_decay"]:
+            torch._foreach_mul_(params, 1.0 - lr * group["weight_decay"])
         adam(params, grads, m, v, c, t, lr, beta1, beta2, eps)
         return grad_norm
 

@@ -62,6 +62,17 @@ class AgentConfig(StrictConfig):
         "gradient norms (e.g. 0.99; an EMA of their log-normal fit, on the device, from the "
         "50th update on), never above grad_clip; None: grad_clip alone",
     )
+    weight_decay: float = Field(
+        default=0.0, ge=0,
+        description="decoupled weight decay (AdamW): each step also shrinks every parameter by "
+        "lr * weight_decay of itself; 0: plain Adam",
+    )
+    input_noise: float = Field(
+        default=0.0, ge=0,
+        description="std of Gaussian noise added to the sampled observations' market features "
+        "(normalised units; not the position state, not the bootstrap state s') in each "
+        "update: a regulariser against memorising the training window's bars; 0: none",
+    )
     variable_selection: bool = False
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 

@@ -1,0 +1,43 @@
+"""Regularisers against memorising the training window: Gaussian noise on the sampled
+observations' market features ([agent] input_noise) and decoupled weight decay
+([agent] weight_decay, `ClippedAdam`)."""
+
+from __future__ import annotations
+
+import torch
+
+from .test_reference_update import make_learner
+
+
+def staged_obs(learner):
+    torch.manual_seed(0)
+    state = learner.generator.get_state()
+    fields, _ = learner.stage()
+    learner.generator.set_state(state)
+    return fields[3]
+
+
+def test_input_noise_blurs_the_market_features_and_leaves_the_position_state_exact(tmp_path):
+    clean = make_learner(tmp_path / "a", {})
+    noisy = make_learner(tmp_path / "b", {"input_noise": 0.5})
+    x, y = staged_obs(clean), staged_obs(noisy)
+    pos = clean.env.pos_dim
+    assert torch.equal(x[:, -pos:], y[:, -pos:])
+    diff = (y - x)[:, :-pos]
+    assert abs(diff.mean().item()) < 0.05 and abs(diff.std().item() - 0.5) < 0.05
+
+
+def test_no_input_noise_draws_nothing_and_stages_the_clean_observations(tmp_path):
+    plain = make_learner(tmp_path / "a", {})
+    zero = make_learner(tmp_path / "b", {"input_noise": 0.0})
+    assert torch.equal(staged_obs(plain), staged_obs(zero))
+    assert torch.equal(plain.generator.get_state(), zero.generator.get_state())
+
+
+def test_a_run_with_weight_decay_keeps_smaller_weights(tmp_path):
+    def weight_norm(agent):
+        learner = make_learner(tmp_path / str(len(agent)), agent)
+        learner.run_updates(30)
+        return sum(p.detach().pow(2).sum() for p in learner.online.parameters()).sqrt().item()
+
+    assert weight_norm({"weight_decay": 50.0, "lr": 1e-3}) < weight_norm({"lr": 1e-3})
