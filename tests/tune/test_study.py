@@ -26,7 +26,7 @@ def finished(tmp_path_factory):
 
 
 def test_every_trial_is_scored_on_validation_and_recorded(finished):
-    root, ctx, doc = finished
+    root, _, doc = finished
     assert json.loads((root / STUDY_FILE).read_text())["trials"] == doc["trials"]
     assert [t["number"] for t in doc["trials"]] == [0, 1, 2, 3]
     done = [t for t in doc["trials"] if t["state"] == "complete"]
