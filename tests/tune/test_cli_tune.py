@@ -47,11 +47,11 @@ def files(capsys, tmp_path):
 
 def test_tune_then_report(capsys, files, isolated_home):
     doc = run_json(capsys, "--config", str(files / "tiny.toml"), "tune", "SYN", "--space",
-                   str(files / "space.toml"), "--trials", "3", "--particles", "2",
+                   str(files / "space.toml"), "--trials", "2", "--particles", "2",
                    "--backend", "thread")
     study_dir = isolated_home / "studies" / "SYN-1min-pso"
     assert doc["study_dir"] == str(study_dir) and doc["study"] == "SYN-1min-pso"
-    assert len(doc["trials"]) == 3 and doc["best"] is not None
+    assert len(doc["trials"]) == 2 and doc["best"] is not None
     assert doc["final"]["run_dir"] == str(study_dir / "final")
     assert (study_dir / "best.toml").is_file() and (study_dir / "final" / "source.json").is_file()
     # best.toml is a config `foxhunt train` takes
@@ -62,7 +62,7 @@ def test_tune_then_report(capsys, files, isolated_home):
     assert report["report"] == str(files / "study.html")
     assert "Optimisation history" in html and "Parallel coordinates" in html
     code, _, err = run(capsys, "--config", str(files / "tiny.toml"), "tune", "SYN", "--space",
-                       str(files / "space.toml"), "--trials", "3")
+                       str(files / "space.toml"), "--trials", "2")
     assert code == 1 and "already exists" in err and "--resume" in err
 
 
