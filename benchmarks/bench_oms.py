@@ -2,7 +2,9 @@
 
 1. risk check: `RiskEngine.check_order` per order (bench_risk's case). Target p99 <= 50 us.
 2. durable submit: `TradingEngine.submit` until its events are committed, on a SQLite WAL file
-   (synchronous=FULL) and, with --pg-url, on PostgreSQL. Target p99 <= 2 ms on SQLite.
+   (synchronous=FULL) and on PostgreSQL: by default a throwaway local server (tests/pg.py's, with
+   fsync and synchronous_commit on, over its unix socket) when the binaries are installed;
+   --pg-url URL uses an existing database, --pg-url none skips it. Target p99 <= 2 ms on SQLite.
 3. paper replay: bars/s of `PaperTrader` over synthetic ES-grid bars at --speed max with a
    CPU-sized agent (a randomly initialised Rainbow network, hidden 64, window 8) on
    incrementally computed features, on an in-memory log and on a SQLite file. Target >= 20k.
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -74,12 +77,30 @@ def bench_paper(n_bars: int, url: str, folder: Path) -> dict:
             "target_met": n_bars / wall >= 20_000}
 
 
+def bench_postgres(pg_url: str, n: int) -> dict | None:
+    """Durable submits on PostgreSQL: `pg_url`, or a local server started for the run."""
+    if pg_url == "none":
+        return None
+    if pg_url != "auto":
+        return {"url": pg_url, **bench_submit(pg_url, n)}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.pg import PostgresServer, find_bin_dir
+
+    if find_bin_dir() is None:
+        return {"skipped": "no PostgreSQL binaries (apt-get install postgresql)"}
+    with PostgresServer(fsync=True) as server:
+        result = bench_submit(server.create_database(), n)
+    return {"server": f"local, {server.bin_dir.parent.name}, unix socket, fsync on", **result}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--orders", type=int, default=20_000, help="risk checks to time")
     ap.add_argument("--submits", type=int, default=500, help="durable submits to time per log")
     ap.add_argument("--bars", type=int, default=5000, help="bars of the paper replay")
-    ap.add_argument("--pg-url", default=None, help="PostgreSQL URL for the durable submit")
+    ap.add_argument("--pg-url", default="auto",
+                    help="PostgreSQL URL for the durable submit; auto: a local throwaway server; "
+                         "none: skip")
     args = ap.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +114,7 @@ def main() -> None:
             "cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
             "risk_check": bench_check(args.orders),
             "submit_durable_sqlite": sqlite,
-            "submit_durable_postgresql": (bench_submit(args.pg_url, args.submits)
-                                          if args.pg_url else None),
+            "submit_durable_postgresql": bench_postgres(args.pg_url, args.submits),
             "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder),
             "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
                                                     folder),

@@ -193,9 +193,10 @@ def test_a_rebuilt_engine_equals_the_live_one_after_a_weighted_random_session(se
     assert rebuilt(live).snapshot() == live.snapshot()
 
 
-def test_a_long_session_on_a_sqlite_file_rebuilds_exactly_in_a_new_process(tmp_path):
+def test_a_long_session_on_a_durable_log_rebuilds_exactly_in_a_new_process(log_url):
+    """On a SQLite file and on PostgreSQL."""
     steps = random_steps(random.Random(7), 600)
-    url = f"sqlite:///{tmp_path / 'session.sqlite'}"
+    url = log_url
     live = engine(url, venue=RecordingVenue(), **LIMITS)
     errors = play(live, steps)
     kinds = {s.event.KIND for s in live.store.read()}

@@ -1,5 +1,6 @@
-"""The event log: SQLite in WAL mode by default, append-only, gapless sequence numbers,
-every event kind stored exactly, a duplicate refused whole."""
+"""The event log: SQLite in WAL mode by default, PostgreSQL by URL; on both: append-only,
+gapless sequence numbers, every event kind stored exactly, a duplicate refused whole, one
+writer. `log_url` runs a test on a SQLite file and on a database of a real PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -61,8 +62,8 @@ def test_the_default_log_is_a_sqlite_file_in_foxhunt_home_in_wal_mode(isolated_h
     assert (isolated_home / "trading" / "paper.sqlite").exists()
 
 
-def test_events_come_back_equal_in_order_with_gapless_sequence_numbers(tmp_path):
-    url = f"sqlite:///{tmp_path / 'log.sqlite'}"
+def test_events_come_back_equal_in_order_with_gapless_sequence_numbers(log_url):
+    url = log_url
     store = SqlEventStore(url)
     events = sample_events()
     assert store.append(events[:3]) == 3
@@ -84,8 +85,8 @@ def test_the_codec_knows_every_order_event_kind():
     assert codec.decode(kind, payload) == FILL
 
 
-def test_a_duplicate_event_is_refused_and_nothing_of_its_append_is_stored():
-    store = SqlEventStore("sqlite://")
+def test_a_duplicate_event_is_refused_and_nothing_of_its_append_is_stored(log_url):
+    store = SqlEventStore(log_url)
     store.append([INIT])
     with pytest.raises(DuplicateEventError, match="event A-1:order_initialized is already stored"):
         store.append([FILL, INIT])
@@ -93,17 +94,23 @@ def test_a_duplicate_event_is_refused_and_nothing_of_its_append_is_stored():
     assert store.contains(INIT.event_id) and not store.contains(FILL.event_id)
 
 
-def test_rows_can_be_neither_updated_nor_deleted(tmp_path):
-    store = SqlEventStore(f"sqlite:///{tmp_path / 'log.sqlite'}")
+def test_rows_can_be_neither_updated_nor_deleted(log_url):
+    store = SqlEventStore(log_url)
     store.append([INIT])
-    for sql in ("UPDATE events SET kind = 'x'", "DELETE FROM events"):
+    statements = ["UPDATE events SET kind = 'x'", "DELETE FROM events"]
+    if log_url.startswith("postgresql"):
+        statements.append("TRUNCATE events")
+    for sql in statements:
         with pytest.raises(sa.exc.DatabaseError, match="append-only"), store.engine.begin() as c:
             c.exec_driver_sql(sql)
     assert [s.event for s in store.read()] == [INIT]
+    again = SqlEventStore(log_url)  # opening it again leaves the guard in place
+    with pytest.raises(sa.exc.DatabaseError, match="append-only"), again.engine.begin() as c:
+        c.exec_driver_sql("DELETE FROM events")
 
 
-def test_a_second_writer_is_refused_instead_of_interleaving(tmp_path):
-    url = f"sqlite:///{tmp_path / 'log.sqlite'}"
+def test_a_second_writer_is_refused_instead_of_interleaving(log_url):
+    url = log_url
     first, second = SqlEventStore(url), SqlEventStore(url)
     first.append([INIT])
     with pytest.raises(EventLogError, match="seq 1 was taken by another writer"):
@@ -116,3 +123,18 @@ def test_an_unreachable_log_is_one_line_naming_it(tmp_path):
     blocker.write_text("")
     with pytest.raises(EventLogError, match="event log sqlite:///.*: cannot create its folder"):
         SqlEventStore(f"sqlite:///{blocker / 'sub' / 'log.sqlite'}")
+
+
+def test_an_unreachable_postgresql_server_is_one_line_naming_the_log(tmp_path):
+    pytest.importorskip("psycopg", reason="psycopg is not installed (the test extra has it)")
+    url = f"postgresql+psycopg://nobody@/none?host={tmp_path}&port=9"
+    with pytest.raises(EventLogError) as err:
+        SqlEventStore(url)
+    message = str(err.value)
+    assert message.startswith(f"event log {url}: cannot open (OperationalError: ")
+    assert "\n" not in message
+
+
+def test_a_database_the_log_does_not_support_is_named():
+    with pytest.raises(EventLogError, match="mysql is not supported; use sqlite:///PATH or "):
+        SqlEventStore("mysql://u@localhost/x")

@@ -37,14 +37,15 @@ def market():
     return synth(800, signal=0.3).bars, instrument()
 
 
-def _child(bars, inst, folder) -> None:
+def _child(bars, inst, folder, url) -> None:
     trader = paper_trader(bars, inst, load_rule(STRATEGY, bars).decider, WINDOW, EnvConfig(),
-                          url=f"sqlite:///{folder}/log.sqlite", journal=folder / "venue.jsonl")
+                          url=url, journal=folder / "venue.jsonl")
     trader.run()
     os._exit(0)
 
 
-def test_kill_9_at_random_moments_loses_and_doubles_nothing(market, tmp_path):
+def test_kill_9_at_random_moments_loses_and_doubles_nothing(market, tmp_path, log_url):
+    """On a SQLite file and on PostgreSQL."""
     bars, inst = market
     clean = paper_trader(bars, inst, load_rule(STRATEGY, bars).decider, WINDOW, EnvConfig())
     expected = clean.run()
@@ -54,7 +55,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(market, tmp_path):
     deadline = time.monotonic() + 120
     while True:
         assert time.monotonic() < deadline, "the crash loop did not finish"
-        proc = ctx.Process(target=_child, args=(bars, inst, tmp_path))
+        proc = ctx.Process(target=_child, args=(bars, inst, tmp_path, log_url))
         proc.start()
         runs += 1
         if kills < KILLS:
@@ -71,8 +72,7 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(market, tmp_path):
 
     # the finished run, as a fresh process would see it
     final = paper_trader(bars, inst, load_rule(STRATEGY, bars).decider, WINDOW, EnvConfig(),
-                         url=f"sqlite:///{tmp_path}/log.sqlite",
-                         journal=tmp_path / "venue.jsonl")
+                         url=log_url, journal=tmp_path / "venue.jsonl")
     got = final.run()
     assert got.pnl == expected.pnl and got.position == 0
     assert [(f.bar, f.client_order_id, f.quantity, f.price) for f in got.fills] == \
@@ -87,6 +87,6 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(market, tmp_path):
     accepted = [r.client_order_id for r in venue.history if type(r).__name__ == "Accepted"]
     sent = {o.client_order_id for o in clean.engine.book if str(o.status) != "DENIED"}
     assert len(accepted) == len(set(accepted)) and set(accepted) == sent, sent ^ set(accepted)
-    fills = [e for _, e in SqlEventStore(f"sqlite:///{tmp_path}/log.sqlite").read()
+    fills = [e for _, e in SqlEventStore(log_url).read()
              if isinstance(e, OrderFilled)]
     assert len(fills) == len({f.client_order_id for f in fills}) == len(expected.fills)

@@ -6,7 +6,8 @@ append survives a crash or power loss) and a PostgreSQL database by URL share on
 
 One table, `events`: `seq` (1, 2, 3, ... with no gaps, assigned by the writer), `event_id`
 (unique: an event is stored once), `kind`, `ts_ns`, `payload` (JSON). Each `append` is one
-transaction. Rows are never updated or deleted (on SQLite, triggers refuse it). One writer per
+transaction. Rows are never updated or deleted: triggers refuse it (UPDATE and DELETE on
+SQLite; UPDATE, DELETE and TRUNCATE on PostgreSQL). One writer per
 log: a second writer's append fails on the `seq` key instead of interleaving.
 """
 
@@ -76,11 +77,28 @@ events_table = sa.Table(
     sa.Column("payload", sa.Text, nullable=False),
 )
 
-_SQLITE_APPEND_ONLY = [
-    f"CREATE TRIGGER IF NOT EXISTS events_no_{op.lower()} BEFORE {op} ON events "
-    "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
-    for op in ("UPDATE", "DELETE")
-]
+_APPEND_ONLY = {
+    "sqlite": [
+        f"CREATE TRIGGER IF NOT EXISTS events_no_{op.lower()} BEFORE {op} ON events "
+        "BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END"
+        for op in ("UPDATE", "DELETE")
+    ],
+    "postgresql": [
+        ("CREATE OR REPLACE FUNCTION foxhunt_events_append_only() RETURNS trigger "
+         "LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'the event log is append-only'; END $$"),
+        ("CREATE OR REPLACE TRIGGER events_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
+         "ON events FOR EACH STATEMENT EXECUTE FUNCTION foxhunt_events_append_only()"),
+    ],
+}
+"""DDL that makes the table refuse UPDATE and DELETE (and TRUNCATE on PostgreSQL)."""
+_PG_SCHEMA_LOCK = "SELECT pg_advisory_xact_lock(7302664823)"
+"""Two processes creating one PostgreSQL log at once take turns (CREATE OR REPLACE races)."""
+
+
+def _why(exc: SQLAlchemyError) -> str:
+    """The driver's own message, first line only (psycopg's run over several)."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return f"{exc.__class__.__name__}: {text.splitlines()[0] if text else '?'}"
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:
@@ -99,6 +117,14 @@ class SqlEventStore:
         self.url = url
         self.codec = codec or EventCodec()
         try:
+            backend = sa.engine.make_url(url).get_backend_name()
+        except (SQLAlchemyError, ValueError) as exc:
+            raise EventLogError(f"event log {url}: not a database URL ({exc})") from None
+        ddl = _APPEND_ONLY.get(backend)
+        if ddl is None:
+            raise EventLogError(f"event log {url}: {backend} is not supported; "
+                                "use sqlite:///PATH or postgresql+psycopg://...")
+        try:
             engine = sa.create_engine(url)
         except (SQLAlchemyError, ImportError, ValueError) as exc:
             raise EventLogError(f"event log {url}: cannot open ({exc})") from None
@@ -113,14 +139,14 @@ class SqlEventStore:
             sa_event.listen(engine, "connect", _sqlite_pragmas)
         try:
             with engine.begin() as conn:
+                if engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql(_PG_SCHEMA_LOCK)
                 _metadata.create_all(conn)
-                if engine.dialect.name == "sqlite":
-                    for ddl in _SQLITE_APPEND_ONLY:
-                        conn.exec_driver_sql(ddl)
+                for statement in ddl:
+                    conn.exec_driver_sql(statement)
                 self._last = conn.execute(sa.select(sa.func.max(events_table.c.seq))).scalar() or 0
         except SQLAlchemyError as exc:
-            raise EventLogError(f"event log {url}: cannot open ({exc.__class__.__name__}: "
-                                f"{exc.orig if hasattr(exc, 'orig') else exc})") from None  # fmt: skip
+            raise EventLogError(f"event log {url}: cannot open ({_why(exc)})") from None
 
     @property
     def journal_mode(self) -> str:
@@ -156,7 +182,8 @@ class SqlEventStore:
                 "one writer per log (nothing appended)"
             ) from None
         except SQLAlchemyError as exc:
-            raise EventLogError(f"event log {self.url}: append failed, nothing stored ({exc})") from None
+            raise EventLogError(
+                f"event log {self.url}: append failed, nothing stored ({_why(exc)})") from None
         self._last = rows[-1]["seq"]
         return self._last
 
