@@ -41,3 +41,38 @@ def test_a_run_with_weight_decay_keeps_smaller_weights(tmp_path):
         return sum(p.detach().pow(2).sum() for p in learner.online.parameters()).sqrt().item()
 
     assert weight_norm({"weight_decay": 50.0, "lr": 1e-3}) < weight_norm({"lr": 1e-3})
+
+
+def staged(learner):
+    state = learner.generator.get_state()
+    fields, _ = learner.stage()
+    learner.generator.set_state(state)
+    return fields
+
+
+def test_mirror_stages_half_the_transitions_as_the_mirrored_market_gives_them(tmp_path):
+    clean = make_learner(tmp_path / "a", {})
+    mirrored = make_learner(tmp_path / "b", {"mirror": True})
+    _, _, action, obs, labels = staged(clean)
+    _, _, m_action, m_obs, m_labels = staged(mirrored)
+    sign, offset, clip = mirrored._mirror
+    features = sign.numel()
+    flipped = (m_action[:, 0] != action[:, 0]) | (m_obs != obs).any(dim=1)
+    assert 0.3 < flipped.float().mean().item() < 0.7
+    f, k = flipped, ~flipped
+    assert torch.equal(m_obs[k], obs[k]) and torch.equal(m_action[k], action[k])
+    assert torch.equal(m_labels[k], labels[k])
+    expected = (obs[f, :features] * sign + offset).clamp(-clip, clip)
+    torch.testing.assert_close(m_obs[f, :features], expected)
+    assert torch.equal(m_obs[f, features], -obs[f, features])  # the position, negated
+    assert torch.equal(m_obs[f, features + 1:], obs[f, features + 1:])
+    assert torch.equal(m_action[f, 0], torch.tensor([0, 2, 1])[action[f, 0]])
+    assert torch.equal(m_action[f, 1:], action[f, 1:])
+    known = labels[f] >= 0
+    assert torch.equal(m_labels[f][known], 1 - labels[f][known])
+
+
+def test_a_mirrored_run_learns_without_error(tmp_path):
+    learner = make_learner(tmp_path, {"mirror": True, "input_noise": 0.3})
+    learner.run_updates(10)
+    assert learner.read_metrics().update["updates"] == 10

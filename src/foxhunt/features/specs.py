@@ -9,12 +9,20 @@ from foxhunt.features.config import FeatureConfig
 
 @dataclass(frozen=True)
 class FeatureSpec:
-    """One column: `warmup` is the first row at which it is defined (earlier rows are NaN raw)."""
+    """One column: `warmup` is the first row at which it is defined (earlier rows are NaN raw).
+    `mirror` is its sign in the mirrored market (log prices negated, buyers and sellers
+    swapped): -1 for a directional feature (returns, order flow, trend), +1 for the rest
+    (volatility, volume, time). Training can mirror its samples with it (`[agent] mirror`)."""
 
     name: str
     group: str
     warmup: int
     description: str
+    mirror: int = 1
+
+
+DIRECTIONAL = ("ret_", "ofi", "ema_dist_", "zscore_", "rsi_", "chan_")
+"""Name prefixes of the features that change sign in the mirrored market."""
 
 
 def _bars(k: int) -> str:
@@ -27,7 +35,8 @@ def feature_specs(cfg: FeatureConfig) -> list[FeatureSpec]:
     out: list[FeatureSpec] = []
 
     def add(group: str, name: str, warmup: int, description: str) -> None:
-        out.append(FeatureSpec(name, group, warmup, description))
+        out.append(FeatureSpec(name, group, warmup, description, -1 if name.startswith(DIRECTIONAL)
+                               else 1))
 
     for g in cfg.groups:
         if g == "returns":

@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -40,8 +41,11 @@ from foxhunt.agents.dqn.losses import (
     target_distributions,
     target_value_bounds,
 )
+from foxhunt.env.actions import FLAT, LONG, SHORT
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import TradingVecEnv
+from foxhunt.errors import ConfigError
+from foxhunt.features.mirror import FeatureMirror
 from foxhunt.replay import PrioritizedReplay
 from foxhunt.training.bounds import RunningQuantile
 from foxhunt.training.config import TrainingSpec
@@ -88,6 +92,7 @@ class Learner:
         feature_groups: dict[str, list[int]] | None,
         device: torch.device,
         seed: int,
+        mirror: FeatureMirror | None = None,
     ):
         t, a = spec.train, spec.agent
         self.fast = HotPath(t.performance, device)
@@ -121,6 +126,16 @@ class Learner:
             spec.replay, t.n_envs, self.env.pos_dim, a.n_branches, device, generator=self.generator
         )
         self._head = HEADS[a.head]
+        self._mirror: tuple[Tensor, Tensor, float] | None = None  # see `_mirrored`
+        if a.mirror:
+            if mirror is None:
+                raise ConfigError("[agent] mirror needs the features' mirror (FeatureMirror)")
+            window = spec.env.window
+            self._mirror = (torch.tensor(np.tile(mirror.sign, window), dtype=torch.float32,
+                                         device=device),
+                            torch.tensor(np.tile(mirror.offset, window), dtype=torch.float32,
+                                         device=device), mirror.clip)
+            self._mirror_direction = torch.tensor((FLAT, SHORT, LONG), device=device)
         # One support tensor for both networks (C51): an adaptive one moves them together.
         self.support: Tensor | None = None
         self.support_seen: Tensor | None = None  # see `stage`
@@ -254,6 +269,9 @@ class Learner:
         # Both observations in one gather (one kernel, not two).
         obs, next_obs = self.env.observe(torch.cat((b.bar, b.next_bar)),
                                          torch.cat((b.pos_state, b.next_pos_state))).chunk(2)
+        action, labels = b.action, direction_labels(self.market, b.bar)
+        if self._mirror is not None:
+            obs, next_obs, action, labels = self._mirrored(obs, next_obs, action, labels)
         with self.fast.autocast():
             next_dist = target_distributions(self.target, next_obs, agent, self.generator)
             a_star = greedy_next_actions(self.online, next_obs, self.generator)
@@ -262,8 +280,27 @@ class Learner:
             self.support_seen.copy_(target_value_bounds(chosen, b.ret, b.discount, self.support))
         if agent.input_noise > 0:
             obs = self._noisy_features(obs, agent.input_noise)
-        fields = (b.index, b.weight, b.action, obs, direction_labels(self.market, b.bar))
+        fields = (b.index, b.weight, action, obs, labels)
         return fields, self._head.target_operands(chosen, b.ret, b.discount, self.support)
+
+    def _mirrored(self, obs: Tensor, next_obs: Tensor, action: Tensor,
+                  labels: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Each transition, with probability 1/2, as the mirrored market would have given it
+        (`features.mirror`): directional features mapped, the position negated, long and short
+        swapped in the action's direction and in the next bar's direction label. The reward,
+        return and discount are the mirror's too: the mirrored trade earns what the trade did."""
+        sign, offset, clip = self._mirror
+        flip = torch.rand(len(obs), generator=self.generator, device=obs.device) < 0.5
+        features = sign.numel()
+        out = []
+        for x in (obs, next_obs):
+            seen = (x[:, :features] * sign + offset).clamp(-clip, clip)
+            pos = torch.cat((-x[:, features:features + 1], x[:, features + 1:]), dim=1)
+            out.append(torch.where(flip[:, None], torch.cat((seen, pos), dim=1), x))
+        turned = torch.cat((self._mirror_direction[action[:, :1]], action[:, 1:]), dim=1)
+        action = torch.where(flip[:, None], turned, action)
+        labels = torch.where(flip & (labels >= 0), 1 - labels, labels)
+        return out[0], out[1], action, labels
 
     def _noisy_features(self, obs: Tensor, std: float) -> Tensor:
         """`obs` with N(0, std^2) added to its market features (the position state, which the

@@ -42,6 +42,7 @@ from foxhunt.data.series import Bars
 from foxhunt.devices import resolve_device
 from foxhunt.env.market import MarketTensors
 from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.features.mirror import FeatureMirror
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
 from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
@@ -287,8 +288,10 @@ class WalkForwardTrainer:
         market = MarketTensors.from_bars(bars, features.values.copy(), self.instrument, self.spec.env,
                                          self.device)
         base, window = self.learner_window(fold)
+        mirror = (FeatureMirror.of(self.pipeline.specs, features.normaliser)
+                  if self.spec.agent.mirror else None)
         learner = Learner(self.spec, market_window(market, base, fold.train.stop), window,
-                          features.groups, self.device, self.fold_seed(fold))
+                          features.groups, self.device, self.fold_seed(fold), mirror)
         return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop) if self.scope == "test" else None)
 

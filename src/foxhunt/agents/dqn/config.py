@@ -73,6 +73,13 @@ class AgentConfig(StrictConfig):
         "(normalised units; not the position state, not the bootstrap state s') in each "
         "update: a regulariser against memorising the training window's bars; 0: none",
     )
+    mirror: bool = Field(
+        default=False,
+        description="train on each sampled transition or, with probability 1/2, its mirror "
+        "(directional features negated in the normaliser's coordinates, position and long/"
+        "short swapped; features.mirror): the training window's net drift cannot be learned "
+        "as a side to hold",
+    )
     variable_selection: bool = False
     branches: tuple[int, ...] = Field(default=(3, 3, 3), description="actions per branch")
 
