@@ -144,12 +144,18 @@ def test_an_agents_target_position_becomes_the_order_for_the_difference(eng):
     assert (order.side, order.quantity) == (SELL, 3)
 
 
-def test_a_breaker_halts_and_then_orders_are_denied(venue):
-    eng = engine(venue=venue, daily_loss_limit=Decimal(1000))
+def long_two(venue, **limits) -> TradingEngine:
+    """Long 2 ES at 4500.00 (a fill at T0 + 2), under `limits`."""
+    eng = engine(venue=venue, **limits)
     eng.mark("ES", 4500, T0)
     eng.submit(buy(2, client_order_id="s"), T0 + 1)
     eng.on_report(v.Filled(client_order_id="s", ts_ns=T0 + 2, fill_id="f", quantity=2,
                            price_ticks=18000))  # fmt: skip
+    return eng
+
+
+def test_a_breaker_halts_and_then_orders_are_denied(venue):
+    eng = long_two(venue, daily_loss_limit=Decimal(1000))
     eng.mark("ES", "4490.00", T0 + 3)  # 40 ticks x $25 = $1,000 + $4.50 commission
     assert eng.trading_state is TradingState.HALTED
     assert eng.risk.state.reason.startswith("daily loss limit 1,000.00 USD: the day's loss is 1,004.50")
@@ -246,3 +252,38 @@ def test_a_venue_that_reports_from_inside_a_call_is_refused():
 def test_an_existing_log_keeps_its_account(eng):
     with pytest.raises(TradingError, match="the event log is account 'default' in USD"):
         TradingEngine.open(eng.store, eng.contracts, account="other")
+
+
+def test_a_deferred_mark_counts_at_once_and_reaches_the_log_with_the_next_append(eng):
+    before = eng.store.last_seq()
+    eng.mark("ES", "4501.00", T0 + 1, defer=True)
+    eng.mark("ES", "4502.00", T0 + 2, defer=True)
+    assert eng.store.last_seq() == before and eng.deferred == 2
+    assert eng.account.marks["ES"] == 18008  # in memory now: risk and equity see it
+    assert rebuilt(eng).account.marks["ES"] == 18000  # not yet in the log
+    eng.submit(buy(1, client_order_id="d"), T0 + 3)  # one transaction: the marks, then the order
+    assert kinds(eng, before) == ["price_marked", "price_marked", "order_initialized",
+                                  "order_submitted"]
+    assert eng.deferred == 0 and rebuilt(eng).snapshot() == eng.snapshot()
+
+
+def test_deferred_marks_are_flushed_on_demand_and_kept_across_a_failed_append(eng, monkeypatch):
+    before = eng.store.last_seq()
+    eng.mark("ES", "4503.00", T0 + 1, defer=True)
+    monkeypatch.setattr(eng.store, "append", lambda events: (_ for _ in ()).throw(
+        EventLogError("disk full")))
+    with pytest.raises(EventLogError, match="disk full"):
+        eng.submit(buy(1, client_order_id="z"), T0 + 2)
+    monkeypatch.undo()
+    assert "z" not in eng.book and eng.deferred == 1  # the order is gone, the mark still held
+    eng.flush()
+    assert kinds(eng, before) == ["price_marked"] and eng.deferred == 0
+    assert rebuilt(eng).snapshot() == eng.snapshot()
+
+
+def test_a_breaker_tripped_by_a_deferred_mark_is_logged_at_once_with_the_mark(venue):
+    eng = long_two(venue, daily_loss_limit=Decimal(1000))
+    seq = eng.store.last_seq()
+    eng.mark("ES", "4490.00", T0 + 3, defer=True)
+    assert eng.trading_state is TradingState.HALTED and eng.deferred == 0
+    assert kinds(eng, seq) == ["price_marked", "trading_state_changed"]

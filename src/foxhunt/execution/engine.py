@@ -117,6 +117,7 @@ class TradingEngine:
         if self._returns is not None:
             self.risk.set_returns(self._returns)
         self._seen: set[str] = set()
+        self._deferred: list[Event] = []
         self.seq = 0
         for seq, event in self.store.read():
             try:
@@ -137,8 +138,13 @@ class TradingEngine:
         self.account.apply(event)
         self.risk.apply(event)
 
-    def _commit(self, events: list[Event]) -> list[Event]:
-        """Apply then append `events` (those not already in the log); returns what was new."""
+    def _commit(self, events: list[Event], *, defer: bool = False) -> list[Event]:
+        """Apply then append `events` (those not already in the log); returns what was new.
+
+        With `defer`, the events are applied and held back: they go to the log with the next
+        append (before its own events, in one transaction) or at `flush()`. Only facts that can
+        be produced again by running the same input again may be deferred (a bar's mark): a
+        crash loses them from the log, never from what the log's reader can rebuild."""
         if self._stopped:
             raise EngineStopped(f"trading engine stopped: {self._stopped}; rebuild it from the log")
         fresh, ids = [], set()
@@ -153,7 +159,11 @@ class TradingEngine:
             for e in fresh:
                 self._apply(e)
                 applied += 1
-            self.seq = self.store.append(fresh)
+            if defer:
+                self._deferred.extend(fresh)
+            else:
+                self.seq = self.store.append([*self._deferred, *fresh])
+                self._deferred.clear()
         except Exception:
             if applied:
                 self._refold()
@@ -161,9 +171,33 @@ class TradingEngine:
         self._seen |= ids
         return fresh
 
+    def flush(self) -> None:
+        """Append the deferred events (one transaction)."""
+        if not self._deferred:
+            return
+        try:
+            self.seq = self.store.append(self._deferred)
+        except Exception:
+            self._refold()
+            raise
+        self._deferred.clear()
+
+    @property
+    def deferred(self) -> int:
+        """How many applied events wait for the next append."""
+        return len(self._deferred)
+
     def _refold(self) -> None:
+        """Fold the log again after a failed append; the deferred events that the log does not
+        hold are applied again on top and stay deferred."""
+        held = self._deferred
         try:
             self._fold()
+            for e in held:
+                if e.event_id not in self._seen:
+                    self._apply(e)
+                    self._seen.add(e.event_id)
+                    self._deferred.append(e)
         except Exception as exc:
             self._stopped = f"the log could not be folded again ({exc})"
             raise EngineStopped(f"trading engine stopped: {self._stopped}") from exc
@@ -359,11 +393,14 @@ class TradingEngine:
 
     # --- prices, breakers, trading state, kill switch ----------------------------------------
 
-    def mark(self, symbol: str, price: Price, ts_ns: int) -> None:
-        """The instrument's last price (a bar close, a trade): logged, then the breakers run."""
+    def mark(self, symbol: str, price: Price, ts_ns: int, *, defer: bool = False) -> None:
+        """The instrument's last price (a bar close, a trade): logged, then the breakers run.
+        With `defer` the mark is applied now and logged with the next append (see `_commit`);
+        a breaker it trips is logged at once, the mark with it."""
         self._begin(ts_ns)
         ticks = self._contract(symbol).to_ticks(price)
-        if self._commit([PriceMarked(ts_ns=ts_ns, symbol=symbol, price_ticks=ticks)]):
+        if self._commit([PriceMarked(ts_ns=ts_ns, symbol=symbol, price_ticks=ticks)],
+                        defer=defer):
             self._check_breakers(ts_ns)
 
     def _check_breakers(self, ts_ns: int) -> None:

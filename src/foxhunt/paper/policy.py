@@ -11,7 +11,6 @@ rescales it.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +57,13 @@ class AgentDecider:
         self.label = label
         self.window = env.window
         self.first = features.valid_from + self.window - 1
-        self.rows: deque[np.ndarray] = deque(maxlen=self.window)
+        n = len(features.names)
+        self.n_features = n
+        # the observation, updated in place: the window's rows (oldest first), then the position
+        # features; `x` is a [1, obs] tensor over the same memory
+        self.obs = np.zeros(self.window * n + len(POS_STATE), dtype=np.float32)
+        self.x = torch.from_numpy(self.obs)[None, :]
+        self.seen = 0
         self.time_scale = np.float32(1.0)
 
     def set_steps(self, steps: int) -> None:
@@ -72,17 +77,20 @@ class AgentDecider:
         row = self.features.push(int(bars.ts[t]), float(bars.open[t]), float(bars.high[t]),
                                  float(bars.low[t]), float(bars.close[t]), float(bars.volume[t]),
                                  buy, sell)
-        self.rows.append(row)
+        n, end = self.n_features, self.window * self.n_features
+        if self.seen == 0:  # the backtest clamps rows before bar 0 to bar 0
+            self.obs[:end] = np.tile(row, self.window)
+        else:
+            self.obs[:end - n] = self.obs[n:end]
+            self.obs[end - n:end] = row
+        self.seen += 1
 
     def act(self, t: int, pos_state: np.ndarray) -> tuple[int, int, int]:
-        pos = pos_state.copy()
+        pos = self.obs[self.window * self.n_features:]
+        pos[:] = pos_state
         pos[TIME_IN_TRADE] = min(np.float32(pos[TIME_IN_TRADE] * self.time_scale), np.float32(1))
-        rows = list(self.rows)
-        while len(rows) < self.window:  # the backtest clamps rows before bar 0 to bar 0
-            rows.insert(0, rows[0])
-        x = torch.from_numpy(np.concatenate([*rows, pos]))[None, :]
-        with torch.no_grad():
-            a = self.network.act(x)[0].tolist()
+        with torch.inference_mode():
+            a = self.network.act(self.x)[0].tolist()
         return int(a[0]), int(a[1]), int(a[2])
 
 

@@ -6,7 +6,8 @@ Per bar t (stamped at its close), in the env's step order:
    the OMS, whose log records them);
 2. at a session end (with `env.flatten_at_session_end`) and at the window's last bar, the stop
    is canceled and an at-the-close order flattens the position at the close of bar t;
-3. the close is marked (logged; the breakers run);
+3. the close is marked (applied at once, the breakers run; logged with the next append, so a
+   bar with no order costs no transaction: see FLUSH_MARKS);
 4. the mirror of the env's book takes bar t's fills (position features, stop trailing);
 5. at a decision bar (first .. stop-2) the policy decides on the features up to t and the
    position features; the market order for target - position goes to the OMS (risk, log,
@@ -58,6 +59,10 @@ from foxhunt.paper.policy import AgentDecider, RuleDecider
 from foxhunt.portfolio.events import PriceMarked
 from foxhunt.risk.config import RiskConfig
 
+FLUSH_MARKS, FLUSH_SECONDS = 1024, 1.0
+"""A quiet bar's mark waits for the next append (an order, a fill, a breaker) or for one of
+these: so many marks held, or so long since the last append. A crash loses only marks, and
+the bars after the log's last one are run again on resume, marking them again."""
 STOP_TAG = "stop"
 FLATTEN_TAG = "flatten"
 _KIND = {"P": MARKET, "K": MARKET, "S": STOP, "F": CLOSE}
@@ -167,6 +172,7 @@ class PaperTrader:
                                 instrument.commission, env.slippage_ticks, self.steps)
         self.fills: dict[int, list[tuple[str, int]]] = {}  # ts -> (client order id, signed qty)
         self.engine: TradingEngine | None = None
+        self._flushed = time.monotonic()
 
     # --- start, reconcile -----------------------------------------------------------------
 
@@ -273,6 +279,7 @@ class PaperTrader:
             self._live_bar_retrying(t)
             if self.progress is not None:
                 self.progress(t + 1 - self.lo, self.hi - self.lo)
+        self._flush()
         return self.result(resumed, counts)
 
     def _live_bar_retrying(self, t: int) -> None:
@@ -326,11 +333,18 @@ class PaperTrader:
             end = t == self.hi - 1 or (self.env.flatten_at_session_end and self.session_end[t])
             if end:
                 self._flatten_at_close(t, ts, close)
-        eng.mark(sym, close, ts)
+        eng.mark(sym, close, ts, defer=True)
         if t > self.first:
             self._bar_fills(t)
         if self.first <= t <= self.hi - 2:
             self._act(t, ts, self._decide(t))
+        if eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self.engine is not None
+        self.engine.flush()
+        self._flushed = time.monotonic()
 
     def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
         eng = self.engine
