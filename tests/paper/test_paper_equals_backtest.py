@@ -96,3 +96,16 @@ def test_binding_limits_deny_orders_and_say_so(market):
                          EnvConfig(), risk=tight).run()
     assert paper.denied > 0
     assert all(abs(f.quantity) <= 1 for f in paper.fills)
+
+
+def test_a_run_a_breaker_halted_ends_open_and_its_trades_are_the_closed_ones(market):
+    """A $1 drawdown limit: the breaker halts trading, the window's last flatten is denied,
+    the position stays open, and its fills are in no trade (no error)."""
+    bars, inst = market
+    halting = OPEN_LIMITS.model_copy(update={"max_drawdown": Decimal(1)})
+    trader = paper_trader(bars, inst, load_rule("sma:10,30", bars).decider, (100, 900),
+                          EnvConfig(), risk=halting)
+    paper = trader.run()
+    assert str(trader.engine.trading_state) == "HALTED" and paper.position != 0
+    assert sum(f.quantity for f in paper.fills) == paper.position  # halted in the first trade
+    assert len(trader.trades(paper)) == 0

@@ -215,6 +215,10 @@ def paper(
               f", {len(trades)} trades, {doc['orders']} orders ({doc['denied']} denied)")
     out.print(f"PnL {result.pnl:+,.2f} {contract.currency}, equity {result.equity:,.2f}, "
               f"position {result.position:+d}")
+    if result.position:
+        out.print(f"position {result.position:+d} left open: trading is "
+                  f"{trader.engine.trading_state} ({trader.engine.risk.state.reason}); "
+                  "its fills are in no trade")
     if result.resumed_from is not None:
         out.print(f"resumed at bar {result.resumed_from}; reconciled: {result.reconciled}")
     out.print(f"log: {url}")

@@ -412,8 +412,15 @@ class PaperTrader:
     def trades(self, result: PaperResult) -> Trades:
         """The round trips of the paper fills, built as the backtest builds its own
         (`extract_trades`: same columns, exit reasons and cost per fill: commission plus
-        slippage against the reference price)."""
+        slippage against the reference price). A position the run left open (a breaker halted
+        trading, so the window's last flatten was denied) is no round trip: its fills are left
+        out, and `result.position` says what is open."""
         fills = [f for f in result.fills if f.bar >= 0]
+        held, closed = 0, 0
+        for i, f in enumerate(fills, start=1):
+            held += f.quantity
+            closed = i if held == 0 else closed
+        fills = fills[:closed]
         slip = self.mirror.slip * self.inst.point_value
         final = self.hi - 1
         session = self.env.flatten_at_session_end and bool(self.session_end[final])
