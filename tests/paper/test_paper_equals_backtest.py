@@ -79,7 +79,10 @@ def test_a_checkpoints_agent_on_paper_is_its_backtest(market, tmp_path):
     path = write_checkpoint(tmp_path / "fold0.pt", bars, inst, fit_until=600)
     loaded = load_agent(path, inst)
     policy = checkpoint_policy(path, bars, inst, "cpu")
-    compare(bars, inst, loaded.decider, loaded.env, (300, N), policy)
+    paper, _ = compare(bars, inst, loaded.decider, loaded.env, (300, N), policy)
+    # the numpy forward decided (torch only near ties), and decided as the backtest did
+    decisions = paper.window[1] - 1 - paper.window[0]
+    assert loaded.decider.fast is not None and loaded.decider.torch_calls < decisions // 20
 
 
 def test_a_window_with_no_decision_is_refused(market):
