@@ -25,6 +25,7 @@ is not computed here.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable
 
@@ -34,9 +35,9 @@ from foxhunt.data.instruments import Session
 from foxhunt.errors import DataError
 from foxhunt.features import pipeline as batch
 from foxhunt.features import rolling
-from foxhunt.features.calendar import NS_PER_DAY, SessionClock
+from foxhunt.features.calendar import MIN_PER_WEEK, NS_PER_DAY, NS_PER_MIN, NS_PER_S, SessionClock
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.normalise import Normaliser
+from foxhunt.features.normalise import Normaliser, _scale
 from foxhunt.features.segment import _GK_K, _PK_K, VOL_FLOOR
 
 _CLOCK_HORIZON_NS = 400 * NS_PER_DAY
@@ -149,6 +150,11 @@ class IncrementalFeatures:
         self.names = tuple(self.pipeline.names)
         self._index = {n: i for i, n in enumerate(self.names)}
         self._warmups = [s.warmup for s in self.pipeline.specs]
+        self._warm_until = max(self._warmups, default=0)
+        if normaliser is not None:
+            self._norm_mean = normaliser.mean
+            self._norm_scale = _scale(normaliser.std)
+            self._norm_clip = normaliser.clip
         self.valid_from = self.pipeline.warmup
         c = self.config
         self._max_lag = max(c.returns_lags + c.trend_windows)
@@ -246,15 +252,26 @@ class IncrementalFeatures:
         out = self.raw_row
         for write in self._writers:
             write(out, row, ts_ns)
-        for i, warm in enumerate(self._warmups):
-            if t < warm:
-                out[i] = np.nan
+        if t < self._warm_until:
+            for i, warm in enumerate(self._warmups):
+                if t < warm:
+                    out[i] = np.nan
         self.t = t + 1
         if self.normaliser is None:
             return out.copy()
         if t < self.valid_from:
             return np.zeros(len(self.names), dtype=np.float32)
-        return self.normaliser.apply(out[None, :])[0]
+        return self._normalise(out)
+
+    def _normalise(self, raw: np.ndarray) -> np.ndarray:
+        """`Normaliser.apply` of one row: the same float64 operations, element by element, so
+        the same bits, without its per-call checks and scale."""
+        x = raw.astype(np.float64)
+        x -= self._norm_mean
+        x *= self._norm_scale
+        np.clip(x, -self._norm_clip, self._norm_clip, out=x)
+        np.copyto(x, 0.0, where=np.isnan(x))
+        return x.astype(np.float32)
 
     def _lc_ago(self, k: int) -> float:
         rows = self._rows
@@ -339,11 +356,25 @@ class IncrementalFeatures:
 
     def _writer_time(self, c: FeatureConfig, ix: dict[str, int]):
         cols = [(ix[n], buf) for n, buf in self._time.items()]
+        where = np.array([i for i, _ in cols])
+        week: list[np.ndarray] = []  # the clock's table as [minute of the week, column] rows
+        starts: list[int] = []
+        offsets: list[int] = []
 
         def write(out, row, ts):
             if self._clock is None or ts > self._clock_end:
                 self._clock = SessionClock(self.pipeline.session, ts, ts + _CLOCK_HORIZON_NS)
                 self._clock_end = ts + _CLOCK_HORIZON_NS
+                starts[:] = self._clock._starts.tolist()
+                offsets[:] = self._clock._offsets.tolist()
+                table = self._clock._table()
+                week[:] = [np.stack([table[n][:MIN_PER_WEEK] for n in self._time], axis=1)]
+            # `SessionClock.write` of one stamp: on a whole local minute, the table's row for
+            # the minute of the week (what `write` looks up); otherwise its own arithmetic
+            local = ts + offsets[bisect_right(starts, ts // NS_PER_S)] * NS_PER_S
+            if local % NS_PER_MIN == 0:
+                out[where] = week[0][local // NS_PER_MIN % MIN_PER_WEEK]
+                return
             self._clock.write(np.array([ts], dtype=np.int64), self._time)
             for i, buf in cols:
                 out[i] = buf[0]
