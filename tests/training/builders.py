@@ -29,11 +29,13 @@ def tiny_spec(epochs: int = 2, folds: int = 2, performance: dict | None = None,
               **train) -> TrainingSpec:
     """Seconds on CPU: for plumbing, determinism and fold-isolation tests; `performance` sets
     [train.performance] keys, `train` other [train] keys. By default each epoch: 10 updates of
-    32 and 8 collect steps of 16 envs."""
+    32 and 8 collect steps of 16 envs. The sample augmentations (mirror, input noise) are off:
+    the tests built on it hold the update to `reference_update` on the replay's own batches;
+    test_regularisers.py tests the augmentations."""
     train = {"updates_per_fold": 10 * epochs, "replay_ratio": 2.5, **train}
     return TrainingSpec(
         env=EnvConfig(window=4, episode_len=32, slippage_ticks=0),
-        agent=AgentConfig(hidden=32, atoms=11, lr=1e-3),
+        agent=AgentConfig(hidden=32, atoms=11, lr=1e-3, mirror=False, input_noise=0.0),
         replay=ReplayConfig(capacity=4096, beta_anneal_steps=200),
         train=TrainConfig(epochs=epochs, learning_starts=128, batch_size=32, n_envs=16,
                           eval_windows=8,

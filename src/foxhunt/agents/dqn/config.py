@@ -68,13 +68,13 @@ class AgentConfig(StrictConfig):
         "lr * weight_decay of itself; 0: plain Adam",
     )
     input_noise: float = Field(
-        default=0.0, ge=0,
+        default=0.5, ge=0,
         description="std of Gaussian noise added to the sampled observations' market features "
         "(normalised units; not the position state, not the bootstrap state s') in each "
         "update: a regulariser against memorising the training window's bars; 0: none",
     )
     mirror: bool = Field(
-        default=False,
+        default=True,
         description="train on each sampled transition or, with probability 1/2, its mirror "
         "(directional features negated in the normaliser's coordinates, position and long/"
         "short swapped; features.mirror): the training window's net drift cannot be learned "
