@@ -54,14 +54,15 @@ def test_the_swarm_finds_the_top_of_a_bowl():
         assert strata == list(range(8))
 
 
-def test_a_resumed_study_continues_the_same_swarm(tmp_path):
+def test_a_resumed_study_continues_the_same_swarm(log_url):
     """Run 20 trials straight; then run 11, leave 2 running (a crash), resume from storage with
     a new sampler object: the interrupted slots are evaluated at their positions, and every
-    later trial draws what the straight run drew."""
+    later trial draws what the straight run drew. The storage is a SQLite file or a real
+    PostgreSQL database (`log_url`)."""
     straight = optuna.create_study(direction="maximize", sampler=PSOSampler(SPACE, 4, seed=9))
     expected = ask_tell(straight, 20)
 
-    url = f"sqlite:///{tmp_path / 's.db'}"
+    url = log_url
     first = optuna.create_study(study_name="s", storage=url, direction="maximize",
                                 sampler=PSOSampler(SPACE, 4, seed=9))
     asked = ask_tell(first, 13, leave_running=2)  # trials 11 and 12 never finish
