@@ -149,9 +149,10 @@ class TradingEngine:
             raise EngineStopped(f"trading engine stopped: {self._stopped}; rebuild it from the log")
         fresh, ids = [], set()
         for e in events:
-            if e.event_id not in self._seen and e.event_id not in ids:
+            eid = e.event_id
+            if eid not in self._seen and eid not in ids:
                 fresh.append(e)
-                ids.add(e.event_id)
+                ids.add(eid)
         if not fresh:
             return fresh
         applied = 0

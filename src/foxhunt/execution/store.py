@@ -14,6 +14,7 @@ log: a second writer's append fails on the `seq` key instead of interleaving.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -77,6 +78,8 @@ events_table = sa.Table(
     sa.Column("payload", sa.Text, nullable=False),
 )
 
+_INSERT = sa.insert(events_table)
+
 _APPEND_ONLY = {
     "sqlite": [
         f"CREATE TRIGGER IF NOT EXISTS events_no_{op.lower()} BEFORE {op} ON events "
@@ -116,6 +119,7 @@ class SqlEventStore:
     def __init__(self, url: str, codec: EventCodec | None = None):
         self.url = url
         self.codec = codec or EventCodec()
+        self._local = threading.local()
         try:
             backend = sa.engine.make_url(url).get_backend_name()
         except (SQLAlchemyError, ValueError) as exc:
@@ -168,8 +172,9 @@ class SqlEventStore:
         if len(set(ids)) != len(ids):
             raise DuplicateEventError(f"event log {self.url}: one append holds an event twice")
         try:
-            with self.engine.begin() as conn:
-                conn.execute(sa.insert(events_table), rows)
+            conn = self._writer()
+            with conn.begin():
+                conn.execute(_INSERT, rows)
         except IntegrityError:
             stored = [i for i in ids if self.contains(i)]
             if stored:
@@ -182,10 +187,29 @@ class SqlEventStore:
                 "one writer per log (nothing appended)"
             ) from None
         except SQLAlchemyError as exc:
+            self._drop_writer()  # a broken connection: the next append opens a fresh one
             raise EventLogError(
                 f"event log {self.url}: append failed, nothing stored ({_why(exc)})") from None
         self._last = rows[-1]["seq"]
         return self._last
+
+    def _writer(self) -> sa.Connection:
+        """The connection appends go through, held open between them (idle, outside any
+        transaction): checking one out of the pool for every append costs as much as the
+        insert itself (~25 us of ~45 us on an in-memory log). One per thread that appends."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._local.conn = self.engine.connect()
+        return conn
+
+    def _drop_writer(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            try:
+                conn.close()
+            except SQLAlchemyError:
+                pass
 
     def _read_last(self) -> int:
         with self.engine.connect() as conn:
@@ -214,4 +238,5 @@ class SqlEventStore:
             after_seq = rows[-1][0]
 
     def close(self) -> None:
+        self._drop_writer()
         self.engine.dispose()

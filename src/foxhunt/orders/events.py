@@ -8,6 +8,7 @@ prices are integer ticks, quantities whole contracts, money `Decimal`.
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import ClassVar
@@ -23,7 +24,9 @@ def event(kind: str, id_format: str):
 
     def wrap(cls):
         cls.KIND, cls.ID_FORMAT = kind, id_format
-        return dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
+        cls.ID_FIELDS = _id_fields(cls)
+        return cls
 
     return wrap
 
@@ -36,10 +39,20 @@ class Event:
     ID_FORMAT: ClassVar[str] = ""
     ts_ns: int
 
+    ID_FIELDS: ClassVar[tuple[str, ...]] = ("ts_ns",)
+
     @property
     def event_id(self) -> str:
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return self.ID_FORMAT.format(KIND=self.KIND, **values)
+        return self.ID_FORMAT.format(KIND=self.KIND,
+                                     **{name: getattr(self, name) for name in self.ID_FIELDS})
+
+
+def _id_fields(cls: type) -> tuple[str, ...]:
+    """The fields `cls.ID_FORMAT` names (looked up once: `dataclasses.fields` per id costs
+    more than the format itself)."""
+    names = {f.name for f in fields(cls)}
+    used = {name for _, name, _, _ in string.Formatter().parse(cls.ID_FORMAT) if name}
+    return tuple(sorted(used & names))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
