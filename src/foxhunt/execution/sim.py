@@ -298,6 +298,13 @@ class SimulatedVenue:
             cost = self.costs[rest.symbol]
             protects = -rest.side.sign  # a sell stop protects a long, a buy stop a short
             level = float(contract.price(rest.stop_ticks))
+            # most bars do not reach the stop: `stop_trigger`'s own test, on the same float64
+            # values, answers that without building tensors
+            eps = cost.touch_eps
+            if protects > 0 and not float(contract.price(lo)) <= level + eps:
+                return None
+            if protects < 0 and not float(contract.price(h)) >= level - eps:
+                return None
             hit, ref = stop_trigger(
                 _t(protects), _t(level), _t(float(contract.price(o))), _t(float(contract.price(h))),
                 _t(float(contract.price(lo))), cost,

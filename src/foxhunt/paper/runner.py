@@ -171,6 +171,7 @@ class PaperTrader:
         self.mirror = EnvMirror(env, instrument.tick_size, instrument.point_value,
                                 instrument.commission, env.slippage_ticks, self.steps)
         self.fills: dict[int, list[tuple[str, int]]] = {}  # ts -> (client order id, signed qty)
+        self._fill_events: list[OrderFilled] = []  # the log's fills, in its order
         self.engine: TradingEngine | None = None
         self._flushed = time.monotonic()
 
@@ -244,6 +245,7 @@ class PaperTrader:
     # --- reports --------------------------------------------------------------------------
 
     def _note_fill(self, event: OrderFilled) -> None:
+        self._fill_events.append(event)
         self.fills.setdefault(event.ts_ns, []).append(
             (event.client_order_id, event.signed_quantity))
 
@@ -444,13 +446,16 @@ class PaperTrader:
         eng = self.engine
         assert eng is not None
         fills, orders, denied = [], 0, 0
-        index = {int(ts): i for i, ts in enumerate(self.bars.ts)}
-        for _, event in self.store.read():
-            if isinstance(event, OrderFilled):
-                fills.append(PaperFill(
-                    index.get(event.ts_ns, -1), event.ts_ns, event.client_order_id,
-                    _KIND.get(event.client_order_id[0], MARKET), event.signed_quantity,
-                    self.contract.price(event.price_ticks), event.commission))  # fmt: skip
+        ts = self.bars.ts
+        # the log's fills, in its order: those read at the start and those applied since
+        # (a fill is noted once the engine has committed it), without reading the log again
+        for event in self._fill_events:
+            t = int(np.searchsorted(ts, event.ts_ns))
+            fills.append(PaperFill(
+                t if t < len(ts) and ts[t] == event.ts_ns else -1, event.ts_ns,
+                event.client_order_id, _KIND.get(event.client_order_id[0], MARKET),
+                event.signed_quantity, self.contract.price(event.price_ticks),
+                event.commission))  # fmt: skip
         for order in eng.book:
             orders += 1
             denied += order.status is OrderStatus.DENIED
