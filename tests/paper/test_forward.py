@@ -1,4 +1,4 @@
-"""The numpy greedy forward (paper.forward) against the network's own torch forward: the same
+"""The compiled greedy forward (paper.forward, a Numba kernel) against the network's own torch
 expected Q to float32 rounding, the same actions wherever it answers, and no answer on a near
 tie (torch decides those)."""
 
