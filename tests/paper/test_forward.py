@@ -1,6 +1,6 @@
 """The compiled greedy forward (paper.forward, a Numba kernel) against the network's own torch
-expected Q to float32 rounding, the same actions wherever it answers, and no answer on a near
-tie (torch decides those)."""
+forward: the same expected Q to float32 rounding, the same actions wherever it answers, and no
+answer on a near tie (torch decides those)."""
 
 from __future__ import annotations
 
