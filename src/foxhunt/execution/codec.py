@@ -53,10 +53,19 @@ def _encode(value: Any) -> Any:
     return value
 
 
+_PLAIN = (int, str, bool, int | None, str | None, bool | None)
+"""Field types JSON takes as they are (no `_encode`)."""
+
+_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+"""`json.dumps(..., separators=(",", ":"), sort_keys=True)` without building an encoder per
+call (a third of an encode)."""
+
+
 class EventCodec:
     def __init__(self, classes: tuple[type[Event], ...] = ORDER_EVENTS + PORTFOLIO_EVENTS + RISK_EVENTS):
         self._classes: dict[str, type[Event]] = {}
         self._fields: dict[str, list[tuple[str, Any]]] = {}
+        self._encoders: dict[type[Event], list[tuple[str, bool]]] = {}  # (field, plain)
         for cls in classes:
             if not cls.KIND or cls.KIND in self._classes:
                 raise TypeError(f"{cls.__name__}: KIND {cls.KIND!r} is empty or taken")
@@ -65,13 +74,16 @@ class EventCodec:
             self._fields[cls.KIND] = [
                 (f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)
             ]
+            self._encoders[cls] = [(f.name, hints[f.name] in _PLAIN)
+                                   for f in dataclasses.fields(cls)]  # fmt: skip
 
     def encode(self, event: Event) -> tuple[str, str]:
-        kind = event.KIND
-        if self._classes.get(kind) is not type(event):
+        fields = self._encoders.get(type(event))
+        if fields is None:
             raise EventCodecError(f"{type(event).__name__} is not an event the log knows")
-        payload = {name: _encode(getattr(event, name)) for name, _ in self._fields[kind]}
-        return kind, json.dumps(payload, separators=(",", ":"), sort_keys=True)
+        payload = {name: getattr(event, name) if plain else _encode(getattr(event, name))
+                   for name, plain in fields}  # fmt: skip
+        return event.KIND, _JSON.encode(payload)
 
     def decode(self, kind: str, payload: str) -> Event:
         cls = self._classes.get(kind)

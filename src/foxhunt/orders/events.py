@@ -8,6 +8,7 @@ prices are integer ticks, quantities whole contracts, money `Decimal`.
 
 from __future__ import annotations
 
+import operator
 import string
 from dataclasses import dataclass, fields
 from decimal import Decimal
@@ -26,9 +27,34 @@ def event(kind: str, id_format: str):
         cls.KIND, cls.ID_FORMAT = kind, id_format
         cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
         cls.ID_FIELDS = _id_fields(cls)
+        cls.event_id = _id_property(kind, id_format, cls.ID_FIELDS)
         return cls
 
     return wrap
+
+
+def _id_property(kind: str, id_format: str, names: tuple[str, ...]) -> property:
+    """`event_id` of one class: its format with KIND filled in and the fields as positional
+    arguments, read by one attrgetter (every event's id is taken on each commit: this costs a
+    third of the generic `Event.event_id`)."""
+    parts = []
+    order = []
+    for literal, name, spec, conv in string.Formatter().parse(id_format):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is None:
+            continue
+        if name == "KIND":
+            parts.append(format(kind, spec or "").replace("{", "{{").replace("}", "}}"))
+            continue
+        order.append(name)
+        parts.append("{" + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}")
+    template = "".join(parts)
+    if not order:
+        return property(lambda self: template)
+    get = operator.attrgetter(*order)
+    if len(order) == 1:
+        return property(lambda self: template.format(get(self)))
+    return property(lambda self: template.format(*get(self)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
