@@ -131,9 +131,9 @@ class TradingEngine:
         self._next_n = len(self.book)
 
     def _apply(self, event: Event) -> None:
-        if isinstance(event, OrderFilled):
-            self.account.check_fill(event)
         if isinstance(event, OrderEvent):
+            if isinstance(event, OrderFilled):
+                self.account.check_fill(event)
             self.book.apply(event)
         self.account.apply(event)
         self.risk.apply(event)
@@ -147,12 +147,17 @@ class TradingEngine:
         crash loses them from the log, never from what the log's reader can rebuild."""
         if self._stopped:
             raise EngineStopped(f"trading engine stopped: {self._stopped}; rebuild it from the log")
-        fresh, ids = [], set()
-        for e in events:
-            eid = e.event_id
-            if eid not in self._seen and eid not in ids:
-                fresh.append(e)
-                ids.add(eid)
+        seen = self._seen
+        if len(events) == 1:  # most commits (a bar's mark, a report)
+            ids = {events[0].event_id}
+            fresh = [] if ids <= seen else list(events)
+        else:
+            fresh, ids = [], set()
+            for e in events:
+                eid = e.event_id
+                if eid not in seen and eid not in ids:
+                    fresh.append(e)
+                    ids.add(eid)
         if not fresh:
             return fresh
         applied = 0

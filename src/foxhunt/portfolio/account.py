@@ -23,6 +23,8 @@ from foxhunt.portfolio.position import Position
 class Account:
     def __init__(self, contracts: Mapping[str, Contract]):
         self.contracts = dict(contracts)
+        self._tick_value = {s: c.tick_value for s, c in self.contracts.items()}
+        self._balance = Decimal(0)
         self.name = ""
         self.currency = ""
         self.starting_cash = Decimal(0)
@@ -50,17 +52,23 @@ class Account:
 
     @property
     def balance(self) -> Decimal:
-        return self.starting_cash + self.realised - self.commissions
+        """Starting cash + realised - commissions (kept up to date by the events that change
+        it: every mark reads equity)."""
+        return self._balance
 
     def unrealised(self, symbol: str | None = None) -> Decimal:
         total = Decimal(0)
         for sym, pos in self.positions.items():
             if pos.quantity and (symbol is None or sym == symbol):
-                total += pos.unrealised_ticks(self.marks[sym]) * self.contracts[sym].tick_value
+                total += pos.unrealised_ticks(self.marks[sym]) * self._tick_value[sym]
         return total
 
     def equity(self) -> Decimal:
-        return self.balance + self.unrealised()
+        equity = self._balance
+        for sym, pos in self.positions.items():
+            if pos.quantity:
+                equity += pos.unrealised_ticks(self.marks[sym]) * self._tick_value[sym]
+        return equity
 
     def gross_exposure(self) -> Decimal:
         """Sum over instruments of |contracts| x last price x point value."""
@@ -71,17 +79,18 @@ class Account:
         return total
 
     def apply(self, event: Event) -> None:
-        if isinstance(event, OrderFilled):
-            self._fill(event)
-        elif isinstance(event, PriceMarked):
+        if type(event) is PriceMarked:  # every bar: first
             self.contract(event.symbol)
             self.marks[event.symbol] = event.price_ticks
             self.mark_ts[event.symbol] = event.ts_ns
+        elif isinstance(event, OrderFilled):
+            self._fill(event)
         elif isinstance(event, AccountOpened):
             if self.is_open:
                 raise TradingError(f"account {self.name} is already open")
             self.name, self.currency = event.account, event.currency
             self.starting_cash = event.starting_cash
+            self._balance = self.starting_cash + self.realised - self.commissions
 
     def check_fill(self, fill: OrderFilled) -> None:
         """Raise if `apply(fill)` would fail; changes nothing."""
@@ -101,6 +110,7 @@ class Account:
         realised = pos.fill(fill.signed_quantity, fill.price_ticks, fill.ts_ns)
         self.realised += realised * contract.tick_value
         self.commissions += fill.commission
+        self._balance = self.starting_cash + self.realised - self.commissions
         self.marks[fill.symbol] = fill.price_ticks
         self.mark_ts[fill.symbol] = fill.ts_ns
 

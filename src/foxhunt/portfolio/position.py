@@ -14,13 +14,14 @@ from typing import Any
 
 
 class Position:
-    __slots__ = ("lots", "quantity", "realised_ticks", "symbol", "ts_last")
+    __slots__ = ("cost_ticks", "lots", "quantity", "realised_ticks", "symbol", "ts_last")
 
     def __init__(self, symbol: str):
         self.symbol = symbol
         self.quantity = 0  # signed contracts: > 0 long, < 0 short
         self.lots: deque[list[int]] = deque()  # [signed contracts, entry price in ticks]
         self.realised_ticks = 0  # closed PnL in tick-contracts, before commission
+        self.cost_ticks = 0  # sum of the open lots' contracts x entry price
         self.ts_last = 0
 
     @property
@@ -50,13 +51,15 @@ class Position:
                 lots.popleft()
         if remaining:
             lots.append([remaining, price_ticks])
+        self.cost_ticks = sum(q * p for q, p in lots)
         self.quantity += signed_qty
         self.realised_ticks += realised
         self.ts_last = ts_ns
         return realised
 
     def unrealised_ticks(self, mark_ticks: int) -> int:
-        return sum(q * (mark_ticks - p) for q, p in self.lots)
+        """sum over lots of q x (mark - entry), kept as one product: every mark reads it."""
+        return self.quantity * mark_ticks - self.cost_ticks
 
     def snapshot(self) -> dict[str, Any]:
         return {

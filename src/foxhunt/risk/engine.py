@@ -357,7 +357,7 @@ class RiskEngine:
     def breach(self) -> tuple[str, str] | None:
         """(config key, message) of the first circuit breaker tripped now, or None."""
         st, lim = self.state, self.limits
-        if st.trading_state is _HALTED:
+        if st.trading_state is _HALTED or not (lim.daily_loss_limit or lim.max_drawdown):
             return None
         equity = self._account.equity()
         cur = self.currency

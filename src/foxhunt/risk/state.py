@@ -71,16 +71,16 @@ class RiskState:
         self.drawdown_resets = 0
 
     def apply(self, event: Event, account: Account) -> None:
-        if isinstance(event, OrderSubmitted | OrderPendingUpdate):
+        if type(event) is PriceMarked or isinstance(event, OrderFilled):  # marks: every bar
+            equity = account.equity()
+            self.peak_equity = max(self.peak_equity, equity)
+        elif isinstance(event, (OrderSubmitted, OrderPendingUpdate)):
             sent, start = self.sent, event.ts_ns - self.rate_window_ns
             sent.append(event.ts_ns)
             while sent and sent[0] <= start:
                 sent.popleft()
             if isinstance(event, OrderSubmitted):
                 self.orders_today += 1
-        elif isinstance(event, OrderFilled | PriceMarked):
-            equity = account.equity()
-            self.peak_equity = max(self.peak_equity, equity)
         elif isinstance(event, TradingStateChanged):
             self.trading_state = event.state
             self.changes = event.change
