@@ -165,7 +165,8 @@ class SimulatedVenue:
 
     def _report(self, report: v.VenueReport) -> None:
         """Journal a report, apply it to the venue's record, queue it for the OMS."""
-        self._write("report", kind=type(report).__name__, report=asdict(report))
+        if self._journal is not None:
+            self._write("report", kind=type(report).__name__, report=asdict(report))
         self._effect(report)
         self.history.append(report)
         self._queue.append(report)
@@ -197,10 +198,11 @@ class SimulatedVenue:
         accepted = v.Accepted(client_order_id=order.client_order_id, ts_ns=order.ts_last,
                               venue_order_id=vid)
         # the order and its acceptance in one line: a crash keeps both or neither
-        self._write("order", order={**asdict(rest), "side": rest.side.value,
-                                    "order_type": rest.order_type.value,
-                                    "time_in_force": rest.time_in_force.value},
-                    report=asdict(accepted))
+        if self._journal is not None:
+            self._write("order", order={**asdict(rest), "side": rest.side.value,
+                                        "order_type": rest.order_type.value,
+                                        "time_in_force": rest.time_in_force.value},
+                        report=asdict(accepted))
         self._resting[order.client_order_id] = rest
         self.known.add(order.client_order_id)
         self.history.append(accepted)
@@ -240,10 +242,19 @@ class SimulatedVenue:
         market orders first. A bar at or before the last one processed is ignored."""
         if ts_ns <= self.last_bar.get(symbol, -1):
             return
-        contract = self.contracts[symbol]
-        o, h, lo = (contract.to_ticks(p) for p in (open_, high, low))
         meets = [r for r in self._resting.values()
                  if r.symbol == symbol and r.time_in_force is not TimeInForce.ATC]
+        if meets:
+            self._meet(meets, symbol, ts_ns, open_, high, low)
+        self.last_bar[symbol] = ts_ns
+        if self._journal is not None:
+            self._write("bar", symbol=symbol, ts=ts_ns)
+
+    def _meet(self, meets: list[_Resting], symbol: str, ts_ns: int, open_: Price, high: Price,
+              low: Price) -> None:
+        """The working orders `meets` meet one bar, market orders first."""
+        contract = self.contracts[symbol]
+        o, h, lo = (contract.to_ticks(p) for p in (open_, high, low))
         meets.sort(key=lambda r: r.order_type is not OrderType.MARKET)  # stable: arrival order
         for rest in meets:
             if rest.client_order_id not in self._resting:
@@ -266,8 +277,6 @@ class SimulatedVenue:
             elif rest.time_in_force is TimeInForce.IOC:
                 self._report(v.Canceled(client_order_id=rest.client_order_id, ts_ns=ts_ns,
                                         reason="IOC: nothing filled at once"))  # fmt: skip
-        self.last_bar[symbol] = ts_ns
-        self._write("bar", symbol=symbol, ts=ts_ns)
 
     def on_close(self, symbol: str, ts_ns: int, close: Price) -> None:
         """The close of the bar just processed: ATC orders fill at it, slippage against the
@@ -297,17 +306,17 @@ class SimulatedVenue:
         if rest.order_type is OrderType.STOP:
             cost = self.costs[rest.symbol]
             protects = -rest.side.sign  # a sell stop protects a long, a buy stop a short
-            level = float(contract.price(rest.stop_ticks))
+            level = contract.price_float(rest.stop_ticks)
             # most bars do not reach the stop: `stop_trigger`'s own test, on the same float64
             # values, answers that without building tensors
             eps = cost.touch_eps
-            if protects > 0 and not float(contract.price(lo)) <= level + eps:
+            if protects > 0 and not contract.price_float(lo) <= level + eps:
                 return None
-            if protects < 0 and not float(contract.price(h)) >= level - eps:
+            if protects < 0 and not contract.price_float(h) >= level - eps:
                 return None
             hit, ref = stop_trigger(
-                _t(protects), _t(level), _t(float(contract.price(o))), _t(float(contract.price(h))),
-                _t(float(contract.price(lo))), cost,
+                _t(protects), _t(level), _t(contract.price_float(o)), _t(contract.price_float(h)),
+                _t(contract.price_float(lo)), cost,
             )  # fmt: skip
             if not bool(hit):
                 return None

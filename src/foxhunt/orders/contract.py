@@ -76,6 +76,11 @@ class Contract:
     def price(self, ticks: int) -> Decimal:
         return ticks * self.tick_size
 
+    def price_float(self, ticks: int) -> float:
+        """float(price(ticks)), remembered: the venue compares every bar with its stops in
+        floats, as the env does."""
+        return _tick_price(ticks, self.tick_size)
+
     def money(self, ticks: int) -> Decimal:
         """Money of `ticks` price ticks on one contract (a PnL or a notional)."""
         return ticks * self.tick_value
@@ -90,6 +95,11 @@ def _float_ticks(price: float, tick_size: Decimal) -> int:
     """`Contract.to_ticks` of a finite float, remembered: a market's bars repeat a few thousand
     prices, and the decimal conversion costs ~2 us each time."""
     return _nearest_tick(Decimal(repr(price)), tick_size)
+
+
+@lru_cache(maxsize=1 << 16)
+def _tick_price(ticks: int, tick_size: Decimal) -> float:
+    return float(ticks * tick_size)
 
 
 def _nearest_tick(d: Decimal, tick_size: Decimal) -> int:
