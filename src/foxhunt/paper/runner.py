@@ -66,6 +66,7 @@ the bars after the log's last one are run again on resume, marking them again.""
 STOP_TAG = "stop"
 FLATTEN_TAG = "flatten"
 _KIND = {"P": MARKET, "K": MARKET, "S": STOP, "F": CLOSE}
+_RANK = {MARKET: 0, STOP: 1, CLOSE: 2}
 
 
 class ReconciliationError(TradingError):
@@ -109,6 +110,16 @@ class PaperResult:
             "orders": self.orders, "denied": self.denied, "resumed_from": self.resumed_from,
             "reconciled": self.reconciled,
         }  # fmt: skip
+
+
+def _column(values: np.ndarray, dtype: type) -> memoryview:
+    """A column read element by element as Python numbers (indexing a memoryview gives an int,
+    float or bool at a third of a numpy scalar's cost)."""
+    return memoryview(np.ascontiguousarray(values, dtype=dtype))
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
 
 
 def check_on_grid(bars: Bars, contract: Contract, lo: int, hi: int) -> None:
@@ -168,6 +179,12 @@ class PaperTrader:
         self.scale = dollar_volatility(bars.close, env.reward_vol_window, instrument.point_value,
                                        floor)
         self.session_end = session_ends(bars.ts, instrument.session)
+        # the per-bar reads as Python numbers without numpy scalars (zero-copy views)
+        self._ts, self._opens, self._highs, self._lows, self._closes = (
+            _column(bars.ts, np.int64), *(_column(getattr(bars, k), np.float64)
+                                          for k in ("open", "high", "low", "close")))
+        self._atr, self._scale = _column(self.atr, np.float64), _column(self.scale, np.float64)
+        self._session_end = _column(self.session_end, np.bool_)
         self.mirror = EnvMirror(env, instrument.tick_size, instrument.point_value,
                                 instrument.commission, env.slippage_ticks, self.steps)
         self.fills: dict[int, list[tuple[str, int]]] = {}  # ts -> (client order id, signed qty)
@@ -302,18 +319,19 @@ class PaperTrader:
 
     def _bar_fills(self, t: int) -> None:
         """Bar t's fills into the mirror, in the env's order (market, stop, close)."""
-        rank = {MARKET: 0, STOP: 1, CLOSE: 2}
-        got = sorted(self.fills.get(int(self.bars.ts[t]), []), key=lambda f: rank[_KIND[f[0][0]]])
-        o, c = float(self.bars.open[t]), float(self.bars.close[t])
-        for cid, qty in got:
-            self.mirror.fill(_KIND[cid[0]], float(qty), o, c)
-        self.mirror.close_bar(c, float(self.atr[t]))
+        got = self.fills.get(self._ts[t])
+        c = self._closes[t]
+        if got:
+            o = self._opens[t]
+            for cid, qty in sorted(got, key=lambda f: _RANK[_KIND[f[0][0]]]):
+                self.mirror.fill(_KIND[cid[0]], float(qty), o, c)
+        self.mirror.close_bar(c, self._atr[t])
 
     def _decide(self, t: int):
-        close = float(self.bars.close[t])
-        state = self.mirror.pos_state(close, float(self.scale[t]), float(self.atr[t]))
+        close, atr = self._closes[t], self._atr[t]
+        state = self.mirror.pos_state(close, self._scale[t], atr)
         action = self.decider.act(t, state)
-        decision = self.mirror.decode(action, close, float(self.atr[t]))
+        decision = self.mirror.decode(action, close, atr)
         self.mirror.decide(decision)
         return decision
 
@@ -324,15 +342,14 @@ class PaperTrader:
             self._decide(t)
 
     def _live_bar(self, t: int) -> None:
-        eng, bars, sym = self.engine, self.bars, self.symbol
+        eng, sym = self.engine, self.symbol
         assert eng is not None
-        ts = int(bars.ts[t])
-        close = float(bars.close[t])
+        ts = self._ts[t]
+        close = self._closes[t]
         if t > self.first:
-            self.venue.on_bar(sym, ts, float(bars.open[t]), float(bars.high[t]),
-                              float(bars.low[t]))
+            self.venue.on_bar(sym, ts, self._opens[t], self._highs[t], self._lows[t])
             self._deliver()
-            end = t == self.hi - 1 or (self.env.flatten_at_session_end and self.session_end[t])
+            end = t == self.hi - 1 or (self.env.flatten_at_session_end and self._session_end[t])
             if end:
                 self._flatten_at_close(t, ts, close)
         eng.mark(sym, close, ts, defer=True)
@@ -392,7 +409,7 @@ class PaperTrader:
         eng, sym = self.engine, self.symbol
         assert eng is not None
         want = None
-        if decision.armed and planned != 0 and np.sign(planned) == decision.side:
+        if decision.armed and planned != 0 and _sign(planned) == decision.side:
             want = (Side.of(-planned), abs(planned), self.contract.to_ticks(decision.level))
         for order in self._stops():
             if want is not None and (order.side, order.quantity - order.filled_qty) == want[:2]:
