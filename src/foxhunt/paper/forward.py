@@ -113,17 +113,31 @@ class GreedyForward:
 
 @numba.njit(cache=True)
 def _dense(x, w, b, out, relu):
-    """out = x @ w + b (then max(., 0) with `relu`) for w [in, out], input by input: each
-    output's sum runs in input order and the inner loop vectorises; a zero input (after a
-    ReLU, about half) adds nothing."""
+    """out = x @ w + b (then max(., 0) with `relu`) for w [in, out], input by input in float64:
+    each output's sum runs in input order and the inner loop vectorises; zero inputs (after a
+    ReLU, about half) are skipped, and four inputs go through each pass over `out`."""
     n = out.shape[0]
     for i in range(n):
         out[i] = b[i]
+    nonzero = np.empty(x.shape[0], dtype=np.int64)
+    m = 0
     for j in range(x.shape[0]):
-        xj = x[j]
-        if xj != 0.0:
-            for i in range(n):
-                out[i] += xj * w[j, i]
+        if x[j] != 0.0:
+            nonzero[m] = j
+            m += 1
+    k = 0
+    while k + 4 <= m:
+        j0, j1, j2, j3 = nonzero[k], nonzero[k + 1], nonzero[k + 2], nonzero[k + 3]
+        x0, x1 = np.float64(x[j0]), np.float64(x[j1])
+        x2, x3 = np.float64(x[j2]), np.float64(x[j3])
+        for i in range(n):
+            out[i] = (((out[i] + x0 * w[j0, i]) + x1 * w[j1, i]) + x2 * w[j2, i]) + x3 * w[j3, i]
+        k += 4
+    for jj in range(k, m):
+        j = nonzero[jj]
+        xj = np.float64(x[j])
+        for i in range(n):
+            out[i] += xj * w[j, i]
     if relu:
         for i in range(n):
             if not out[i] > 0.0:

@@ -13,7 +13,7 @@ stop levels the agent chooses are the env's to the bit.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,9 +33,9 @@ def round_to_tick(price: float, tick: float) -> float:
     return round(price / tick) * tick
 
 
-@dataclass(frozen=True)
-class Decision:
-    """An action decoded as the env decodes it, with the stop it arms."""
+class Decision(NamedTuple):
+    """An action decoded as the env decodes it, with the stop it arms (a tuple: one is built
+    every bar)."""
 
     action: tuple[int, int, int]
     target: float  # signed contracts
@@ -115,8 +115,10 @@ class EnvMirror:
         self.level = trailed if still else 0.0
         self.pending = None
 
-    def pos_state(self, close: float, reward_scale: float, atr: float) -> np.ndarray:
-        """The env's `_compute_pos_state` (float32 [6]) with episode_len = the backtest's steps."""
+    def pos_state(self, close: float, reward_scale: float, atr: float) -> list[float]:
+        """The env's `_compute_pos_state` with episode_len = the backtest's steps: six floats
+        whose float32 roundings are the env's float32 values (the caller writes them into its
+        float32 observation; no numpy array is built for them)."""
         m = self.env.max_contracts
         pos = self.pos
         per_position = reward_scale * m
@@ -124,7 +126,6 @@ class EnvMirror:
         unrealised = pos * (close - self.avg) * self.pv
         stop_distance = _sign(pos) * (close - self.level) / atr
         tit = np.float32(self.time_in_trade) / np.float32(self.episode_len)
-        return np.array([pos / m, unrealised / per_position, float(tit),
-                         (self.peak - equity) / per_position, np.float32(self.mode) / 2.0,
-                         stop_distance if self.mode > 0 else 0.0], dtype=np.float64
-                        ).astype(np.float32)
+        return [pos / m, unrealised / per_position, float(tit),
+                (self.peak - equity) / per_position, self.mode / 2.0,
+                stop_distance if self.mode > 0 else 0.0]
