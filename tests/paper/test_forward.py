@@ -4,6 +4,8 @@ answer on a near tie (torch decides those)."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -59,6 +61,21 @@ def test_q_values_equal_torchs_to_float32_rounding_and_actions_agree(config):
             answered += 1
             assert got == want.tolist()
     assert answered > 350  # near ties are rare
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=range(len(CONFIGS)))
+def test_q_values_are_the_networks_float64_values(config):
+    """The kernel computes in float64 (its float32 inputs and weights widened exactly): it
+    equals the same network run by torch in float64 to float64 rounding, far inside MARGIN, so
+    the certificate's error is torch's float32 alone."""
+    net = network(config)
+    fast = GreedyForward(net)
+    obs = observations(200)
+    with torch.inference_mode():
+        q64 = copy.deepcopy(net).double().q_values(torch.from_numpy(obs).double()).numpy()
+    q = np.stack([fast.q_values(o) for o in obs])
+    width = float(net.support.max() - net.support.min())
+    assert np.abs(q - q64).max() < 1e-10 * width
 
 
 def test_a_near_tie_is_left_to_torch():
