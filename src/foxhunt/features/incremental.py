@@ -136,16 +136,19 @@ class IncrementalFeatures:
         _row(0, 0, np.ones(5), 0.0, 0.0, *scratch, self._ema_const, self._ema_powers,
              self._returns, self._vol, self._volume, self._trend, self._misc,
              *self._clock_arrays, self._time_cols, self.raw_row.copy())
-        _finish(0, self.raw_row.copy(), self._warm, self.valid_from, *self._norm)
+        _finish(0, self.raw_row.copy(), self._warm, self.valid_from, *self._norm,
+                np.empty(len(self.raw_row), dtype=np.float32))
 
     def __len__(self) -> int:
         return self.t
 
     def push(self, ts_ns: int, open_: float, high: float, low: float, close: float,
              volume: float, buy_volume: float | None = None,
-             sell_volume: float | None = None) -> np.ndarray:
+             sell_volume: float | None = None, out: np.ndarray | None = None) -> np.ndarray:
         """The next bar (stamped at its close): its normalised float32 row (zeros before
-        `valid_from`), or the raw row when there is no normaliser. `raw_row` holds the raw one."""
+        `valid_from`), or the raw row when there is no normaliser, in `out` (a float32 array
+        of one row, say a slot of an observation) or a new array. `raw_row` holds the raw
+        one."""
         flow = buy_volume is not None and sell_volume is not None
         if self._flow is None:
             self._flow = flow
@@ -166,22 +169,25 @@ class IncrementalFeatures:
         np.log(logs, out=logs)
         if self._has_time and ts_ns > self._clock_end:
             self._new_clock(ts_ns)
-        t, out = self.t, self.raw_row
+        t, raw = self.t, self.raw_row
         short, whole_minute = _row(
             t, ts_ns, logs, float(signed), float(total), self._rows, self._sums, self._seg, self._ema,
             self._ema_const, self._ema_powers, self._returns, self._vol, self._volume,
-            self._trend, self._misc, *self._clock_arrays, self._time_cols, out)
+            self._trend, self._misc, *self._clock_arrays, self._time_cols, raw)
         if self._ratio is not None:  # numpy's log, as the batch pipeline takes it
             self._one[0] = short
             np.log(self._one, out=self._one)
-            out[self._ratio] = self._one[0]
+            raw[self._ratio] = self._one[0]
         if self._has_time and not whole_minute:
             assert self._clock is not None
             self._clock.write(np.array([ts_ns], dtype=np.int64), self._time)
             for i, name in zip(self._time_cols, _TIME, strict=True):
-                out[i] = self._time[name][0]
+                raw[i] = self._time[name][0]
         self.t = t + 1
-        return _finish(t, out, self._warm, self.valid_from, *self._norm)
+        if out is None:
+            out = np.empty(len(raw), dtype=np.float32)
+        _finish(t, raw, self._warm, self.valid_from, *self._norm, out)
+        return out
 
     def _new_clock(self, ts: int) -> None:
         """The session clock over the next `_CLOCK_HORIZON_NS`, with its table of a week's
@@ -411,20 +417,21 @@ def _row(t, ts, logs, signed, total, rows, sums, seg, ema, ema_const, ema_powers
 
 
 @numba.njit(**_KERNEL)
-def _finish(t, raw, warm, valid_from, mean, scale, clip):
-    """Warm-up columns of `raw` to NaN; returns a copy, or with a normaliser (clip >= 0) the
-    row `Normaliser.apply` gives: (x - mean) * scale clipped, NaN to 0, as float32 (zeros
-    before `valid_from`)."""
+def _finish(t, raw, warm, valid_from, mean, scale, clip, out):
+    """Warm-up columns of `raw` to NaN; into `out` a copy, or with a normaliser (clip >= 0)
+    the row `Normaliser.apply` gives: (x - mean) * scale clipped, NaN to 0, as float32 (zeros
+    before `valid_from`). (Writing into the caller's array: a returned array costs a dtype
+    unpickle a call.)"""
     n = raw.shape[0]
     for i in range(n):
         if t < warm[i]:
             raw[i] = np.nan
-    out = np.zeros(n, dtype=np.float32)
     if clip < 0.0:
         out[:] = raw
-        return out
+        return
     if t < valid_from:
-        return out
+        out[:] = 0.0
+        return
     for i in range(n):
         x = (np.float64(raw[i]) - mean[i]) * scale[i]
         if x < -clip:
@@ -432,4 +439,3 @@ def _finish(t, raw, warm, valid_from, mean, scale, clip):
         elif x > clip:
             x = clip
         out[i] = 0.0 if math.isnan(x) else x
-    return out

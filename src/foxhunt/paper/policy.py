@@ -75,6 +75,7 @@ class AgentDecider:
         # features; `x` is a [1, obs] tensor over the same memory
         self.obs = np.zeros(self.window * n + len(POS_STATE), dtype=np.float32)
         self.x = torch.from_numpy(self.obs)[None, :]
+        self._newest = self.obs[(self.window - 1) * n:self.window * n]  # the newest row
         self.seen = 0
         self._bars: Bars | None = None
         self._columns: tuple = ()
@@ -92,15 +93,14 @@ class AgentDecider:
         if bars is not self._bars:
             self._bars, self._columns = bars, _columns(bars)
         ts, o, h, lo, c, v, buy, sell = self._columns
+        n, end = self.n_features, self.window * self.n_features
+        if self.seen:
+            self.obs[:end - n] = self.obs[n:end]
         row = self.features.push(ts[t], o[t], h[t], lo[t], c[t], v[t],
                                  None if buy is None else buy[t],
-                                 None if sell is None else sell[t])
-        n, end = self.n_features, self.window * self.n_features
+                                 None if sell is None else sell[t], out=self._newest)
         if self.seen == 0:  # the backtest clamps rows before bar 0 to bar 0
             self.obs[:end] = np.tile(row, self.window)
-        else:
-            self.obs[:end - n] = self.obs[n:end]
-            self.obs[end - n:end] = row
         self.seen += 1
 
     def act(self, t: int, pos_state: np.ndarray) -> tuple[int, int, int]:
