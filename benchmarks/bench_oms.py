@@ -8,6 +8,9 @@
 3. paper replay: bars/s of `PaperTrader` over synthetic ES-grid bars at --speed max with a
    CPU-sized agent (a randomly initialised Rainbow network, hidden 64, window 8) on
    incrementally computed features, on an in-memory log and on a SQLite file. Target >= 20k.
+   `setup_s` is the agent's load (checkpoint, compiled kernels: a cache read after the first
+   run) and the trader's construction, outside the timed replay. `breakdown` (in memory, once
+   more, with a timer around each part) says where a bar's time goes.
 
 Prints one JSON document; targets are reported as `target_met`, never as the exit status.
 
@@ -62,19 +65,80 @@ def agent_checkpoint(folder: Path, bars, inst) -> Path:
     return save_checkpoint(folder / "agent.pt", net, spec.model_dump(mode="json"), extra)
 
 
-def bench_paper(n_bars: int, url: str, folder: Path) -> dict:
+def paper_trader(n_bars: int, url: str, folder: Path) -> PaperTrader:
     bars = generate(SynthConfig(n_bars=n_bars, seed=3, signal_strength=0.3)).bars
     inst = InstrumentRegistry.load().get("SYN")
-    loaded = load_agent(agent_checkpoint(folder, bars, inst), inst)
+    checkpoint = agent_checkpoint(folder, bars, inst)
+    loaded = load_agent(checkpoint, inst)
     venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks)
-    trader = PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
-                         venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
+    return PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
+                       venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
+
+
+def bench_paper(n_bars: int, url: str, folder: Path) -> dict:
+    t = time.perf_counter()
+    trader = paper_trader(n_bars, url, folder)
+    setup = time.perf_counter() - t
     t = time.perf_counter()
     result = trader.run()
     wall = time.perf_counter() - t
     return {"bars": n_bars, "seconds": round(wall, 3), "bars_per_s": round(n_bars / wall),
             "orders": result.orders, "fills": len(result.fills),
-            "target_met": n_bars / wall >= 20_000}
+            "setup_s": round(setup, 3), "target_met": n_bars / wall >= 20_000}
+
+
+BREAKDOWN = [
+    ("observation: incremental features, window shift", "decider", "observe"),
+    ("  of which the feature row (compiled)", "features", "push"),
+    ("decision: position features, policy, decode", "trader", "_decide"),
+    ("  of which the policy forward (compiled)", "forward", "act"),
+    ("orders and stops at a decision (appends, venue calls, reports)", "trader", "_act"),
+    ("mark (logged with the next append)", "engine", "mark"),
+    ("venue: working orders meet the bar", "venue", "on_bar"),
+    ("venue reports to order events (all, incl. those in orders and stops)", "trader",
+     "_deliver"),
+    ("mirror takes the bar's fills", "trader", "_bar_fills"),
+    ("log appends (all, each inside one of the lines above)", "store", "append"),
+]
+"""Timed parts of a paper bar: (label, owner, method); a line "of which" is inside the one
+above it."""
+
+
+def paper_breakdown(n_bars: int, folder: Path) -> dict:
+    """us a bar inside each part of the in-memory replay (each timer adds ~0.2 us a call)."""
+    trader = paper_trader(n_bars, "sqlite://", folder)
+    spent = dict.fromkeys([label for label, _, _ in BREAKDOWN], 0.0)
+
+    def timed(label: str, owner: object, name: str) -> None:
+        call = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                spent[label] += time.perf_counter() - t
+
+        setattr(owner, name, wrapper)
+
+    open_log = trader._open
+
+    def open_and_time():  # the engine exists once the run has opened the log
+        opened = open_log()
+        d = trader.decider
+        owners = {"decider": d, "features": d.features, "forward": d.fast, "trader": trader,
+                  "engine": trader.engine, "venue": trader.venue, "store": trader.store}
+        for label, owner, name in BREAKDOWN:
+            timed(label, owners[owner], name)
+        return opened
+
+    trader._open = open_and_time
+    t = time.perf_counter()
+    trader.run()
+    wall = time.perf_counter() - t
+    out = {label: round(v / n_bars * 1e6, 1) for label, v in spent.items()}
+    out["a bar in all (timers included)"] = round(wall / n_bars * 1e6, 1)
+    return out
 
 
 def bench_postgres(pg_url: str, n: int) -> dict | None:
@@ -118,6 +182,7 @@ def main() -> None:
             "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder),
             "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
                                                     folder),
+            "paper_breakdown_us_per_bar": paper_breakdown(args.bars, folder),
         }  # fmt: skip
     print(json.dumps(doc, indent=2))
 
