@@ -87,6 +87,20 @@ def test_real_chunk_sizes_across_a_segment_restart():
     assert raw.tobytes() == inc_raw.tobytes(), first_difference(raw, inc_raw, pipe.names)
 
 
+def test_a_row_written_into_the_callers_array_is_the_returned_row():
+    """`push(out=...)` (the paper agent's observation slot) gives the bits a new array gets."""
+    bars = random_bars(np.random.default_rng(3), 90, flow=True)
+    normaliser = FeaturePipeline(CFG).transform(bars, fit_until=90).normaliser
+    fresh, _ = feed(IncrementalFeatures(CFG, normaliser=normaliser), bars)
+    inc = IncrementalFeatures(CFG, normaliser=normaliser)
+    slot = np.full(len(inc.names), np.nan, dtype=np.float32)
+    for t in range(len(bars)):
+        got = inc.push(int(bars.ts[t]), float(bars.open[t]), float(bars.high[t]),
+                       float(bars.low[t]), float(bars.close[t]), float(bars.volume[t]),
+                       float(bars.buy_volume[t]), float(bars.sell_volume[t]), out=slot)
+        assert got is slot and slot.tobytes() == fresh[t].tobytes(), t
+
+
 def test_bad_bars_are_refused_with_the_bar_number():
     inc = IncrementalFeatures(CFG)
     inc.push(60, 100.0, 101.0, 99.0, 100.5, 10.0)

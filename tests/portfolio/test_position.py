@@ -119,3 +119,16 @@ def test_the_account_books_what_the_env_fill_model_books(fills, mark):
     env_equity = float(book.cash) + float(book.position) * mark * 0.25 * 50.0
     assert acc.position("ES") == int(book.position)
     assert abs(float(acc.equity()) - env_equity) < 0.005
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(-5, 5).filter(bool), st.integers(90, 110)), max_size=40),
+       st.integers(90, 110))  # fmt: skip
+def test_the_kept_lot_cost_is_the_lots_sum_after_any_fills(fills, mark):
+    """Every mark reads unrealised PnL as quantity x mark - cost; the cost kept through fills is
+    the open lots' sum, so that equals the sum over the lots."""
+    pos = Position("ES")
+    for n, (qty, price) in enumerate(fills):
+        pos.fill(qty, price, n)
+        assert pos.cost_ticks == sum(q * p for q, p in pos.lots)
+    assert pos.unrealised_ticks(mark) == sum(q * (mark - p) for q, p in pos.lots)
