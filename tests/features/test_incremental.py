@@ -108,6 +108,12 @@ def test_bad_bars_are_refused_with_the_bar_number():
         inc.push(120, 100.0, 101.0, -1.0, 100.5, 10.0)
 
 
+def test_a_group_it_does_not_compute_is_refused():
+    config = CFG.model_copy(update={"groups": [*CFG.groups, "not_a_group"]})
+    with pytest.raises(DataError, match="not_a_group not computed bar by bar"):
+        IncrementalFeatures(config)
+
+
 def test_a_normaliser_for_other_features_is_refused():
     bars = random_bars(np.random.default_rng(1), 60)
     other = FeaturePipeline(ONE_VOL).transform(bars, fit_until=60).normaliser

@@ -45,6 +45,8 @@ from foxhunt.features.normalise import Normaliser, _scale
 from foxhunt.features.segment import _GK_K, _PK_K, VOL_FLOOR
 
 _CLOCK_HORIZON_NS = 400 * NS_PER_DAY
+_GROUPS = ("returns", "volatility", "volume", "trend", "time")
+"""The groups `push` computes; another in the config is refused (its columns would stay NaN)."""
 _TIME = ("tod_sin", "tod_cos", "dow_sin", "dow_cos", "session_elapsed", "session_to_close")
 
 # the running sums, restarted at each segment: the first three sum from its second row on
@@ -90,6 +92,10 @@ class IncrementalFeatures:
         else:
             self._norm = (np.zeros(n), np.zeros(n), -1.0)  # clip < 0: no normaliser
         groups = set(c.groups)
+        unknown = sorted(groups - set(_GROUPS))
+        if unknown:
+            raise DataError(f"incremental features: group(s) {', '.join(unknown)} not computed "
+                            f"bar by bar (only {', '.join(_GROUPS)})")
         # which columns each group writes, with its windows (an empty table: group absent)
         self._returns = _spec([(k, ix[f"ret_{k}"]) for k in c.returns_lags]
                               if "returns" in groups else [], 2)
@@ -171,8 +177,8 @@ class IncrementalFeatures:
             self._new_clock(ts_ns)
         t, raw = self.t, self.raw_row
         short, whole_minute = _row(
-            t, ts_ns, logs, float(signed), float(total), self._rows, self._sums, self._seg, self._ema,
-            self._ema_const, self._ema_powers, self._returns, self._vol, self._volume,
+            t, ts_ns, logs, float(signed), float(total), self._rows, self._sums, self._seg,
+            self._ema, self._ema_const, self._ema_powers, self._returns, self._vol, self._volume,
             self._trend, self._misc, *self._clock_arrays, self._time_cols, raw)
         if self._ratio is not None:  # numpy's log, as the batch pipeline takes it
             self._one[0] = short

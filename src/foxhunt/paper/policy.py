@@ -76,11 +76,13 @@ class AgentDecider:
         self.obs = np.zeros(self.window * n + len(POS_STATE), dtype=np.float32)
         self.x = torch.from_numpy(self.obs)[None, :]
         self._newest = self.obs[(self.window - 1) * n:self.window * n]  # the newest row
+        self._pos = self.obs[self.window * n:]
         self.seen = 0
         self._bars: Bars | None = None
         self._columns: tuple = ()
         self.time_scale = np.float32(1.0)
-        # numpy forward where it applies; torch decides near ties (see paper.forward)
+        self._time_scale = 1.0
+        # the compiled forward where it applies; torch decides near ties (see paper.forward)
         self.fast = GreedyForward(network) if GreedyForward.supports(network) else None
         self.torch_calls = 0  # decisions torch made: no fast forward, or a near tie
 
@@ -88,6 +90,7 @@ class AgentDecider:
         """The backtest runs a window as one episode of `steps` decisions and rescales
         time-in-trade to the training episode length; the same factor here."""
         self.time_scale = np.float32(steps / self.env.episode_len)
+        self._time_scale = float(self.time_scale)
 
     def observe(self, t: int, bars: Bars) -> None:
         if bars is not self._bars:
@@ -103,10 +106,13 @@ class AgentDecider:
             self.obs[:end] = np.tile(row, self.window)
         self.seen += 1
 
-    def act(self, t: int, pos_state: np.ndarray) -> tuple[int, int, int]:
-        pos = self.obs[self.window * self.n_features:]
-        pos[:] = pos_state
-        pos[TIME_IN_TRADE] = min(np.float32(pos[TIME_IN_TRADE] * self.time_scale), np.float32(1))
+    def act(self, t: int, pos_state: list[float]) -> tuple[int, int, int]:
+        """`pos_state`: the env's six position features (values exact in float32)."""
+        state = list(pos_state)
+        # float32(tit x scale), capped at 1: both factors are float32 values, so their float64
+        # product is exact and the observation's float32 rounds it as float32 would
+        state[TIME_IN_TRADE] = min(state[TIME_IN_TRADE] * self._time_scale, 1.0)
+        self._pos[:] = state
         a = None if self.fast is None else self.fast.act(self.obs)
         if a is None:
             self.torch_calls += 1
