@@ -73,9 +73,9 @@ def sharpe(r: np.ndarray, ppy: float) -> float:
 
 
 def run_fold(features: np.ndarray, names: list[str], close: np.ndarray, fold, cost: float,
-             ppy: float) -> dict:
+             ppy: float, horizons: tuple[int, ...] = HORIZONS) -> dict:
     logc = np.log(close)
-    train = np.arange(fold.train.start, fold.train.stop - max(HORIZONS))
+    train = np.arange(fold.train.start, fold.train.stop - max(horizons))
     ret1 = logc[train + 1] - logc[train]
     t_stats = sorted(((float(np.corrcoef(features[train, j], ret1)[0, 1] * np.sqrt(len(train))),
                        names[j]) for j in range(features.shape[1])), key=lambda c: -abs(c[0]))
@@ -89,7 +89,7 @@ def run_fold(features: np.ndarray, names: list[str], close: np.ndarray, fold, co
         return sharpe(r, ppy), int(np.abs(np.diff(pos)).sum() / 2)
 
     best = None
-    for lam, h in itertools.product(RIDGE, HORIZONS):
+    for lam, h in itertools.product(RIDGE, horizons):
         y = logc[train + h] - logc[train]
         beta = fit_ridge(features[train], y, lam * len(train) / 1_000)
         for band in BANDS:
@@ -110,12 +110,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bars", type=int, default=30_000)
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--trend-windows", default=None, help="e.g. 8,32,128,512")
+    ap.add_argument("--groups", default=None, help="feature groups, e.g. trend,crosses")
+    ap.add_argument("--horizons", default=None, help="e.g. 1,16,64,256 (default 1,16,64)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    feat_cfg = FeatureConfig() if args.trend_windows is None else FeatureConfig(
-        trend_windows=[int(w) for w in args.trend_windows.split(",")])
+    over: dict = {}
+    if args.trend_windows:
+        over["trend_windows"] = [int(w) for w in args.trend_windows.split(",")]
+    if args.groups:
+        over["groups"] = args.groups.split(",")
+    feat_cfg = FeatureConfig(**over)
+    horizons = tuple(int(h) for h in args.horizons.split(",")) if args.horizons else HORIZONS
     pipe = FeaturePipeline(feat_cfg)
-    doc = {"features": feat_cfg.model_dump(mode="json"), "markets": []}
+    doc = {"features": feat_cfg.model_dump(mode="json"), "horizons": list(horizons), "markets": []}
     for name in args.markets.split(","):
         seeds = []
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -129,7 +136,7 @@ def main(argv: list[str] | None = None) -> None:
             for fold in split.folds():
                 fm = pipe.transform(bars, fit_until=fold.train.stop)
                 folds.append(run_fold(np.nan_to_num(fm.values), list(fm.names), close, fold,
-                                      cost, market.periods_per_year))
+                                      cost, market.periods_per_year, horizons))
             mean = float(np.mean([f["test_sharpe"] for f in folds]))
             seeds.append({"seed": seed, "folds": folds, "mean_test_sharpe": mean})
             print(f"{name} seed {seed}: test Sharpe {mean:+.2f} "

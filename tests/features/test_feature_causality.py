@@ -13,11 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foxhunt.data.instruments import Session
-from foxhunt.features import FeatureConfig, FeaturePipeline, Normaliser
+from foxhunt.features import GROUPS, FeatureConfig, FeaturePipeline, Normaliser
 
 from .feature_bars import FIELDS, perturb, random_bars, small_chunks
 
 CFG = FeatureConfig(
+    groups=list(GROUPS),
+    cross_pairs=[(1, 4), (3, 8)],
     returns_lags=[1, 3],
     vol_windows=[2, 5],
     volume_windows=[3, 4],
@@ -109,7 +111,7 @@ def test_a_prefix_of_the_bars_gives_a_prefix_of_the_features(case, data):
 def test_default_sizes_are_causal_across_real_chunk_boundaries():
     """The production chunk sizes, on a series long enough to cross several boundaries."""
     rng = np.random.default_rng(7)
-    pipe = FeaturePipeline(FeatureConfig(norm_window=64), SESSIONS[0])
+    pipe = FeaturePipeline(FeatureConfig(groups=list(GROUPS), norm_window=64), SESSIONS[0])
     bars = random_bars(rng, 20_000, flow=True)
     base_raw, base_roll = pipe.raw(bars), pipe.transform(bars).values
     base_fit = pipe.transform(bars, fit_until=12_000)

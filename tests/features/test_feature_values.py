@@ -33,7 +33,8 @@ def column(pipe: FeaturePipeline, raw: np.ndarray, name: str) -> np.ndarray:
 # --- layout -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cfg", [FeatureConfig(), SMALL, FeatureConfig(groups=["time", "returns"])])
+@pytest.mark.parametrize("cfg", [FeatureConfig(), SMALL, FeatureConfig(groups=["time", "returns"]),
+                                 FeatureConfig(groups=list(GROUPS))])
 def test_groups_cover_every_column_once_in_the_fixed_order(cfg):
     pipe = FeaturePipeline(cfg)
     cols = [i for idx in pipe.groups.values() for i in idx]
@@ -192,6 +193,9 @@ def reference(bars: Bars, cfg: FeatureConfig) -> dict[str, np.ndarray]:
         top, bottom = h.rolling(w).max(), l.rolling(w).min()
         rng = top - bottom
         out[f"chan_{w}"] = ((c - (top + bottom) / 2) / rng).where(rng > 0, 0.0).where(rng.notna())
+    for fast, slow in cfg.cross_pairs:
+        cross = c.rolling(fast).mean() - c.rolling(slow).mean()
+        out[f"cross_{fast}_{slow}"] = cross / (unit * math.sqrt(slow))
     return {k: np.asarray(s, dtype=np.float64) for k, s in out.items()}
 
 
@@ -203,6 +207,9 @@ def reference(bars: Bars, cfg: FeatureConfig) -> dict[str, np.ndarray]:
         (FeatureConfig(returns_lags=[1, 5], vol_windows=[7], volume_windows=[3, 9],
                        trend_windows=[4, 11]), 900, True, False),
         (FeatureConfig(), 20_000, False, True),
+        (FeatureConfig(groups=list(GROUPS), cross_pairs=[(1, 3), (2, 9), (5, 40)]), 1_200, True,
+         False),
+        (FeatureConfig(groups=list(GROUPS)), 20_000, False, False),
     ],
 )
 def test_every_feature_matches_a_plain_implementation(cfg, n, chunks, flow):

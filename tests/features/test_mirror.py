@@ -9,7 +9,7 @@ import pytest
 
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.series import Bars
-from foxhunt.features.config import FeatureConfig
+from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features.mirror import FeatureMirror, mirrored_bars_columns
 from foxhunt.features.pipeline import FeaturePipeline
 
@@ -19,7 +19,7 @@ from .feature_bars import random_bars
 def pipeline_and_bars(flow: bool, seed: int = 3):
     bars = random_bars(np.random.default_rng(seed), 3_000, flow=flow)
     session = InstrumentRegistry.load().get("ES").session
-    return FeaturePipeline(FeatureConfig(), session), bars
+    return FeaturePipeline(FeatureConfig(groups=list(GROUPS)), session), bars
 
 
 @pytest.mark.parametrize("flow", [False, True], ids=["no_flow", "flow"])
@@ -50,7 +50,8 @@ def test_mirroring_twice_gives_back_the_features_inside_the_clip():
 
 
 def test_every_feature_has_a_mirror_sign_and_the_directional_ones_flip():
-    specs = {s.name: s.mirror for s in FeaturePipeline(FeatureConfig(), None).specs}
+    specs = {s.name: s.mirror
+             for s in FeaturePipeline(FeatureConfig(groups=list(GROUPS)), None).specs}
     assert specs["ret_1"] == specs["ofi"] == specs["ema_dist_8"] == specs["zscore_32"] == -1
-    assert specs["rsi_8"] == specs["chan_128"] == specs["ofi_16"] == -1
+    assert specs["rsi_8"] == specs["chan_128"] == specs["ofi_16"] == specs["cross_4_16"] == -1
     assert specs["rv_16"] == specs["atr_64"] == specs["logvol_16"] == specs["tod_sin"] == 1

@@ -6,13 +6,14 @@ from pydantic import Field, field_validator
 
 from foxhunt.configbase import StrictConfig
 
-GROUPS = ("returns", "volatility", "volume", "trend", "time")
+GROUPS = ("returns", "volatility", "volume", "trend", "crosses", "time")
+DEFAULT_GROUPS = ("returns", "volatility", "volume", "trend", "time")
 
 
 class FeatureConfig(StrictConfig):
     """Which feature groups to build, their look-back windows, and how to normalise them."""
 
-    groups: list[str] = Field(default=list(GROUPS), description="feature groups to build")
+    groups: list[str] = Field(default=list(DEFAULT_GROUPS), description="feature groups to build")
     returns_lags: list[int] = Field(
         default=[1, 2, 4, 8, 16, 32], description="bars of each log-return feature"
     )
@@ -24,6 +25,10 @@ class FeatureConfig(StrictConfig):
     )
     trend_windows: list[int] = Field(
         default=[8, 32, 128], description="bars of each EMA / z-score / RSI / channel window"
+    )
+    cross_pairs: list[tuple[int, int]] = Field(
+        default=[(4, 16), (16, 64), (64, 256), (128, 512)],
+        description="(fast, slow) bars of each moving-average cross",
     )
     norm_window: int = Field(
         default=1024, ge=2, description="rows of the rolling z-score used without a fit window"
@@ -43,6 +48,13 @@ class FeatureConfig(StrictConfig):
     def _positive_sorted(cls, v: list[int]) -> list[int]:
         if not v or any(w < 1 for w in v):
             raise ValueError("must be a non-empty list of positive integers")
+        return sorted(set(v))
+
+    @field_validator("cross_pairs")
+    @classmethod
+    def _fast_below_slow(cls, v: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        if not v or any(not 1 <= fast < slow for fast, slow in v):
+            raise ValueError("must be a non-empty list of [fast, slow] bars with 1 <= fast < slow")
         return sorted(set(v))
 
     @field_validator("trend_windows")

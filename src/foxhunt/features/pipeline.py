@@ -184,7 +184,8 @@ class FeaturePipeline:
     def history(self) -> int:
         """Rows before a chunk that its windows and lags can reach back into."""
         c = self.config
-        return max(c.returns_lags + c.vol_windows + c.volume_windows + c.trend_windows) + 1
+        slow = [s for _, s in c.cross_pairs] if "crosses" in c.groups else []
+        return max(c.returns_lags + c.vol_windows + c.volume_windows + c.trend_windows + slow) + 1
 
     def _raw_fm(self, bars: Bars) -> np.ndarray:
         """Raw features feature-major [F, T] float32, warm-up rows NaN.

@@ -73,6 +73,11 @@ class Segment:
         return out
 
     @cached_property
+    def levels(self) -> Sums:
+        """Window means and variances of the log close (anchored: a level keeps its digits)."""
+        return Sums(self.lc, variance=True, anchor=True)
+
+    @cached_property
     def sq_returns(self) -> Sums:
         return Sums(np.square(self.r1[:, 1:]))
 
@@ -162,7 +167,7 @@ class Segment:
         lck = lc[:, keep:]
         unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
         windows = self.cfg.trend_windows
-        levels = Sums(lc, variance=True, anchor=True)
+        levels = self.levels
         moves = Sums(np.abs(self.r1[:, 1:]))  # from row 1
         tops = extremes(self.lh, windows, np.maximum, keep)
         bottoms = extremes(self.ll, windows, np.minimum, keep)
@@ -190,3 +195,14 @@ class Segment:
             np.subtract(lck, mid, out=mid)
             np.subtract(top, bottom, out=top)
             safe_div(mid, top, dst[f"chan_{w}"])
+
+    def crosses(self, dst: dict[str, np.ndarray]) -> None:
+        """Fast minus slow moving average of the log close, scaled like `ema_dist`: the slow
+        window's noise grows as sqrt(slow) vol units, so a cross reads alike on every market."""
+        unit = np.maximum(self.rv(max(self.cfg.vol_windows)), VOL_FLOOR)
+        levels = self.levels
+        for fast, slow in self.cfg.cross_pairs:
+            # both means before their common anchor is added back, so it cancels exactly
+            cross, _ = levels.window_means(levels.q1, fast, self.keep)
+            cross -= levels.window_means(levels.q1, slow, self.keep)[0]
+            np.divide(cross, unit * math.sqrt(slow), out=dst[f"cross_{fast}_{slow}"])

@@ -21,7 +21,7 @@ class FeatureSpec:
     mirror: int = 1
 
 
-DIRECTIONAL = ("ret_", "ofi", "ema_dist_", "zscore_", "rsi_", "chan_")
+DIRECTIONAL = ("ret_", "ofi", "ema_dist_", "zscore_", "rsi_", "chan_", "cross_")
 """Name prefixes of the features that change sign in the mirrored market."""
 
 
@@ -67,6 +67,11 @@ def feature_specs(cfg: FeatureConfig) -> list[FeatureSpec]:
                     f"RSI-like, -1..1: sum of 1-bar returns / sum of their sizes over {_bars(w)}")
                 add(g, f"chan_{w}", w - 1,
                     f"close within the high-low channel of {_bars(w)}, -0.5..0.5")
+        elif g == "crosses":
+            for fast, slow in cfg.cross_pairs:
+                add(g, f"cross_{fast}_{slow}", max(slow - 1, unit),
+                    f"mean log close over {_bars(fast)} minus over {_bars(slow)} (a moving-"
+                    f"average cross), in units of rv_{unit} * sqrt({slow})")
         elif g == "time":
             add(g, "tod_sin", 0, "time of day in the session's zone, sine")
             add(g, "tod_cos", 0, "time of day in the session's zone, cosine")
