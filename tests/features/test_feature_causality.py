@@ -138,3 +138,16 @@ def test_normaliser_reads_only_its_fit_window(seed, stop, start):
     again = Normaliser.fit(garbage, names, start, stop, 5.0)
     assert np.array_equal(fitted.mean, again.mean)
     assert np.array_equal(fitted.std, again.std)
+
+
+def test_a_short_last_chunk_does_not_change_the_rolling_zscore_of_a_flat_stretch():
+    """Regression: the rolling z-score's "constant window" floor once scaled with the length of
+    the series' last chunk, so a near-flat row read as constant in the whole series but not in
+    a prefix of it (ema_dist decaying to 0 after the market went flat)."""
+    rng = np.random.default_rng(995)
+    pipe = FeaturePipeline(CFG, SESSIONS[995 % 3])
+    n = int(rng.integers(pipe.rolling_valid_from + 2, 160))
+    bars = random_bars(rng, n, flow=False, flat_from=int(rng.integers(0, n)))
+    m = int(rng.integers(pipe.rolling_valid_from + 1, n))
+    with small_chunks():
+        assert same_rows(pipe.transform(bars.slice(0, m)).values, pipe.transform(bars).values, m)

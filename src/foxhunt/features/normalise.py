@@ -302,7 +302,9 @@ class RollingZScore:
         np.subtract(den, tmp, out=den)
         # the floor q2[t + w] * eps_w never decreases along a row (q2 sums squares), so a row
         # whose smallest w S2 - S1^2 clears the floor at its last column clears it everywhere
-        floor = 4.0 * span * np.finfo(np.float64).eps * w
+        # the floor counts a full chunk's span even in a series' short last chunk, so a row's
+        # verdict never depends on how many rows follow it
+        floor = 4.0 * self.seg.shape[1] * np.finfo(np.float64).eps * w
         least, high = den.reshape(k, -1).min(axis=1), q[:, -1] * floor
         screened = bool((least > high.max(axis=1)).all()) or bool(
             ((den[..., 0].min(axis=1) > high[:, 0]) & (den[..., 1].min(axis=1) > high[:, 1])).all())
