@@ -45,8 +45,9 @@ from foxhunt.features.normalise import Normaliser, _scale
 from foxhunt.features.segment import _GK_K, _PK_K, VOL_FLOOR
 
 _CLOCK_HORIZON_NS = 400 * NS_PER_DAY
-_GROUPS = ("returns", "volatility", "volume", "trend", "time")
-"""The groups `push` computes; another in the config is refused (its columns would stay NaN)."""
+_GROUPS = ("returns", "volatility", "volume", "trend", "crosses", "time")
+"""The groups `push` computes (all of `config.GROUPS`); another in the config is refused (its
+columns would stay NaN)."""
 _TIME = ("tod_sin", "tod_cos", "dow_sin", "dow_cos", "session_elapsed", "session_to_close")
 
 # the running sums, restarted at each segment: the first three sum from its second row on
@@ -109,10 +110,14 @@ class IncrementalFeatures:
         trend = "trend" in groups
         self._trend = _spec([(w, ix[f"ema_dist_{w}"], ix[f"zscore_{w}"], ix[f"rsi_{w}"],
                               ix[f"chan_{w}"]) for w in c.trend_windows] if trend else [], 5)
+        crosses = "crosses" in groups
+        self._crosses = _spec([(fast, slow, ix[f"cross_{fast}_{slow}"])
+                               for fast, slow in c.cross_pairs] if crosses else [], 3)
         self._has_time = "time" in groups
         self._time_cols = np.array([ix[k] for k in _TIME] if self._has_time else [],
                                    dtype=np.int64)
-        windows = [*c.vol_windows, *c.volume_windows, *c.trend_windows, *c.returns_lags, 1]
+        slow = [s for _, s in c.cross_pairs] if crosses else []
+        windows = [*c.vol_windows, *c.volume_windows, *c.trend_windows, *slow, *c.returns_lags, 1]
         ring = max(self.history, *windows) + 1
         self._misc = np.array([
             ix["ofi"] if volume else -1, max(c.vol_windows) if c.vol_windows else 1,
@@ -140,7 +145,7 @@ class IncrementalFeatures:
         wait."""
         scratch = [a.copy() for a in (self._rows, self._sums, self._seg, self._ema)]
         _row(0, 0, np.ones(5), 0.0, 0.0, *scratch, self._ema_const, self._ema_powers,
-             self._returns, self._vol, self._volume, self._trend, self._misc,
+             self._returns, self._vol, self._volume, self._trend, self._crosses, self._misc,
              *self._clock_arrays, self._time_cols, self.raw_row.copy())
         _finish(0, self.raw_row.copy(), self._warm, self.valid_from, *self._norm,
                 np.empty(len(self.raw_row), dtype=np.float32))
@@ -179,7 +184,7 @@ class IncrementalFeatures:
         short, whole_minute = _row(
             t, ts_ns, logs, float(signed), float(total), self._rows, self._sums, self._seg,
             self._ema, self._ema_const, self._ema_powers, self._returns, self._vol, self._volume,
-            self._trend, self._misc, *self._clock_arrays, self._time_cols, raw)
+            self._trend, self._crosses, self._misc, *self._clock_arrays, self._time_cols, raw)
         if self._ratio is not None:  # numpy's log, as the batch pipeline takes it
             self._one[0] = short
             np.log(self._one, out=self._one)
@@ -349,7 +354,7 @@ def _extreme(rows, t, w, col, sign):
 
 @numba.njit(**_KERNEL)
 def _row(t, ts, logs, signed, total, rows, sums, seg, ema, ema_const, ema_powers, returns, vol,
-         volume, trend, misc, starts, offsets, week, time_cols, out):
+         volume, trend, crosses, misc, starts, offsets, week, time_cols, out):
     """Bar t into the state, its raw row into `out` (float32) but rv_ratio, whose log the
     caller takes: returns (rv_ratio's argument, whether the time columns were written)."""
     ring = rows.shape[0]
@@ -409,6 +414,15 @@ def _row(t, ts, logs, signed, total, rows, sums, seg, ema, ema_const, ema_powers
             move = _mean(sums, seg, MV, w) * w
             out[trend[j, 3]] = _div(lc - (rows[(t - w) % ring, LC] if w <= t else np.nan), move)
             out[trend[j, 4]] = _div(lc - (top + bottom) * 0.5, top - bottom)
+
+    if crosses.shape[0]:
+        # `Segment.crosses`: both window means of the anchored level before the anchor is
+        # added back (it cancels), fast minus slow, over (unit * sqrt(slow))
+        unit = _floor(_root(_mean(sums, seg, SQ, unit_w)), VOL_FLOOR)
+        for j in range(crosses.shape[0]):
+            fast, slow = crosses[j, 0], crosses[j, 1]
+            cross = _mean(sums, seg, L1, fast) - _mean(sums, seg, L1, slow)
+            out[crosses[j, 2]] = cross / (unit * math.sqrt(slow))
 
     if time_cols.shape[0]:
         # `SessionClock.write` of one stamp on a whole local minute: the table's row for the
