@@ -5,17 +5,22 @@
    (synchronous=FULL) and on PostgreSQL: by default a throwaway local server (tests/pg.py's, with
    fsync and synchronous_commit on, over its unix socket) when the binaries are installed;
    --pg-url URL uses an existing database, --pg-url none skips it. Target p99 <= 2 ms on SQLite.
-3. paper replay: bars/s of `PaperTrader` over synthetic ES-grid bars at --speed max with a
-   CPU-sized agent (a randomly initialised Rainbow network, hidden 64, window 8) on
-   incrementally computed features, on an in-memory log and on a SQLite file. Target >= 20k.
-   `setup_s` is the agent's load (checkpoint, compiled kernels: a cache read after the first
-   run) and the trader's construction, outside the timed replay. `breakdown` (in memory, once
-   more, with a timer around each part) says where a bar's time goes.
+3. paper replay: bars/s of `PaperTrader` over synthetic ES-grid bars at --speed max with an
+   agent (a randomly initialised Rainbow network) on incrementally computed features, on an
+   in-memory log and on a SQLite file. `--agent cpu` (the default): the CPU-sized agent, hidden
+   64, 11 atoms, window 8; target >= 20k. `--agent h200`: the policy the H200 profile trains,
+   the shipped [agent] and [env] defaults sized by the h200 GPU profile
+   (`TrainingSpec.sized_for`: hidden 512, 51 atoms, window 32); no target. Either is timed on
+   this machine's CPU, as the paper trader runs it (its compiled forward, or torch on a near
+   tie). `setup_s` is the agent's load (checkpoint, compiled kernels: a cache read after the
+   first run) and the trader's construction, outside the timed replay. `breakdown` (in memory,
+   once more, with a timer around each part) says where a bar's time goes.
 
 Prints one JSON document; targets are reported as `target_met`, never as the exit status.
 
     .venv/bin/python benchmarks/bench_oms.py
     .venv/bin/python benchmarks/bench_oms.py --bars 3000 --pg-url postgresql+psycopg://...
+    .venv/bin/python benchmarks/bench_oms.py --agent h200 --pg-url none
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import torch
 from bench_risk import bench_check, bench_submit
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
+from foxhunt.config import load_settings
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
 from foxhunt.env import EnvConfig
@@ -44,6 +50,7 @@ from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.features import FeatureConfig, FeaturePipeline
 from foxhunt.orders import Contract
 from foxhunt.paper import PaperTrader, load_agent
+from foxhunt.profiles import shipped_profiles
 from foxhunt.risk import RiskConfig
 from foxhunt.training.checkpoint import save_checkpoint
 from foxhunt.training.config import TrainingSpec
@@ -53,38 +60,67 @@ OPEN = RiskConfig(max_order_qty=1000, max_position=1000, max_gross_notional=0,
                   daily_loss_limit=0, max_drawdown=0)  # fmt: skip
 
 
-def agent_checkpoint(folder: Path, bars, inst) -> Path:
-    spec = TrainingSpec(env=EnvConfig(window=8), agent=AgentConfig(hidden=64, atoms=11))
+def agent_spec(agent: str, folder: Path) -> TrainingSpec:
+    """The training spec whose network the replay runs (see the module docstring)."""
+    if agent == "cpu":
+        return TrainingSpec(env=EnvConfig(window=8), agent=AgentConfig(hidden=64, atoms=11))
+    # the shipped defaults alone: `folder` (a fresh temporary directory) as FOXHUNT_HOME has
+    # no config.toml
+    shipped = load_settings(home=folder).settings.training_spec()
+    return shipped.sized_for(shipped_profiles()[agent])
+
+
+def agent_checkpoint(folder: Path, bars, inst, agent: str) -> Path:
+    spec = agent_spec(agent, folder)
+    window = spec.env.window
     matrix = FeaturePipeline(FeatureConfig(), inst.session).transform(bars, fit_until=len(bars) // 2)
     torch.manual_seed(0)
-    net = BranchingQNetwork(8 * matrix.n_features + len(POS_STATE), spec.agent, matrix.groups, 8,
-                            len(POS_STATE))
+    net = BranchingQNetwork(window * matrix.n_features + len(POS_STATE), spec.agent,
+                            matrix.groups, window, len(POS_STATE))
     norm = matrix.normaliser
     extra = {"fold": 0, "normaliser": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
              "feature_names": list(matrix.names), "feature_groups": matrix.groups}
     return save_checkpoint(folder / "agent.pt", net, spec.model_dump(mode="json"), extra)
 
 
-def paper_trader(n_bars: int, url: str, folder: Path) -> PaperTrader:
+def paper_trader(n_bars: int, url: str, folder: Path, agent: str) -> PaperTrader:
     bars = generate(SynthConfig(n_bars=n_bars, seed=3, signal_strength=0.3)).bars
     inst = InstrumentRegistry.load().get("SYN")
-    checkpoint = agent_checkpoint(folder, bars, inst)
+    checkpoint = agent_checkpoint(folder, bars, inst, agent)
     loaded = load_agent(checkpoint, inst)
     venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks)
     return PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
                        venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
 
 
-def bench_paper(n_bars: int, url: str, folder: Path) -> dict:
+def bench_paper(n_bars: int, url: str, folder: Path, agent: str) -> dict:
     t = time.perf_counter()
-    trader = paper_trader(n_bars, url, folder)
+    trader = paper_trader(n_bars, url, folder, agent)
     setup = time.perf_counter() - t
     t = time.perf_counter()
     result = trader.run()
     wall = time.perf_counter() - t
+    decider = trader.decider
     return {"bars": n_bars, "seconds": round(wall, 3), "bars_per_s": round(n_bars / wall),
             "orders": result.orders, "fills": len(result.fills),
-            "setup_s": round(setup, 3), "target_met": n_bars / wall >= 20_000}
+            "compiled_forward": decider.fast is not None,
+            "decisions_by_torch": decider.torch_calls, "setup_s": round(setup, 3),
+            "target_met": n_bars / wall >= 20_000 if agent == "cpu" else None}
+
+
+def describe_agent(agent: str, folder: Path) -> dict:
+    """The replayed network's sizes (random weights: the speed does not depend on them)."""
+    spec = agent_spec(agent, folder)
+    a, window = spec.agent, spec.env.window
+    n_features = FeaturePipeline(FeatureConfig()).n_features
+    inputs = window * n_features + len(POS_STATE)
+    net = BranchingQNetwork(inputs, a, None, window, len(POS_STATE))
+    return {"name": agent, "sized_by": "cpu" if agent == "cpu" else f"GPU profile {agent}",
+            "hidden": a.hidden, "trunk_layers": a.trunk_layers, "atoms": a.atoms,
+            "head": a.head, "dueling": a.dueling, "noisy": a.noisy,
+            "branches": list(a.branches), "window": window, "features": n_features,
+            "inputs": inputs, "parameters": sum(p.numel() for p in net.parameters()),
+            "timed_on": "CPU (one torch thread)"}
 
 
 BREAKDOWN = [
@@ -104,9 +140,9 @@ BREAKDOWN = [
 above it."""
 
 
-def paper_breakdown(n_bars: int, folder: Path) -> dict:
+def paper_breakdown(n_bars: int, folder: Path, agent: str) -> dict:
     """us a bar inside each part of the in-memory replay (each timer adds ~0.2 us a call)."""
-    trader = paper_trader(n_bars, "sqlite://", folder)
+    trader = paper_trader(n_bars, "sqlite://", folder, agent)
     spent = dict.fromkeys([label for label, _, _ in BREAKDOWN], 0.0)
 
     def timed(label: str, owner: object, name: str) -> None:
@@ -162,6 +198,10 @@ def main() -> None:
     ap.add_argument("--orders", type=int, default=20_000, help="risk checks to time")
     ap.add_argument("--submits", type=int, default=500, help="durable submits to time per log")
     ap.add_argument("--bars", type=int, default=5000, help="bars of the paper replay")
+    ap.add_argument("--agent", choices=("cpu", "h200"), default="cpu",
+                    help="the replay's policy: cpu, the CPU-sized agent (hidden 64, window 8); "
+                         "h200, the shipped agent sized by the h200 GPU profile (hidden 512, "
+                         "51 atoms, window 32), timed on this CPU")
     ap.add_argument("--pg-url", default="auto",
                     help="PostgreSQL URL for the durable submit; auto: a local throwaway server; "
                          "none: skip")
@@ -179,10 +219,11 @@ def main() -> None:
             "risk_check": bench_check(args.orders),
             "submit_durable_sqlite": sqlite,
             "submit_durable_postgresql": bench_postgres(args.pg_url, args.submits),
-            "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder),
+            "agent": describe_agent(args.agent, folder),
+            "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder, args.agent),
             "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
-                                                    folder),
-            "paper_breakdown_us_per_bar": paper_breakdown(args.bars, folder),
+                                                    folder, args.agent),
+            "paper_breakdown_us_per_bar": paper_breakdown(args.bars, folder, args.agent),
         }  # fmt: skip
     print(json.dumps(doc, indent=2))
 
