@@ -20,7 +20,8 @@ def test_replaying_env_episodes_reproduces_their_pnl_to_the_cent():
     features, one episode per env); the backtester replays the decisions bar by bar."""
     m, inst = synth(3000), instrument()
     bars, n = m.bars, len(m.bars)
-    cfg = EnvConfig(window=8, episode_len=STEPS, flatten_at_session_end=True, hold_cost=0.01)
+    cfg = EnvConfig(window=8, episode_len=STEPS, flatten_at_session_end=True, hold_cost=0.01,
+                    size_fractions=(1 / 3, 2 / 3, 1.0), stop_atr_multiples=(1.0, 3.0))
     feats = np.random.default_rng(0).standard_normal((n, 5)).astype(np.float32)
     market = MarketTensors.from_bars(bars, feats, inst, cfg)
     starts = torch.tensor([100, 700, 1300, 1900, 2500])

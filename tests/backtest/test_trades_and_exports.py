@@ -32,7 +32,8 @@ def results():
     return run_backtest(m.bars, instrument(), policies={"random": RandomActions(5),
                                                         "sma": SmaCross(10, 30)},
                         windows=[(100, 800), (1200, 1500)],
-                        env_config=EnvConfig(flatten_at_session_end=True), device="cpu")
+                        env_config=EnvConfig(flatten_at_session_end=True,
+                                             stop_atr_multiples=(1.0, 3.0)), device="cpu")
 
 
 def test_trades_reconcile_with_the_pnl_after_the_final_flatten(results):

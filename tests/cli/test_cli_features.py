@@ -17,7 +17,7 @@ def synth_store(capsys, n=3000):
 def test_show_lists_features_and_groups(capsys):
     synth_store(capsys)
     doc = run_json(capsys, "features", "show", "SYN", "--bars", "1min")
-    assert set(doc["groups"]) == {"returns", "volatility", "volume", "trend", "time"}
+    assert set(doc["groups"]) == {"returns", "trend", "crosses"}
     names = [f["name"] for f in doc["features"]]
     assert sorted(names) == sorted(n for g in doc["groups"].values() for n in g)
     assert doc["n_features"] == len(names) and doc["rows"] == 3000

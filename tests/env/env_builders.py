@@ -10,6 +10,9 @@ from foxhunt.data.series import Bars
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 
 MINUTE = 60_000_000_000
+SIZES_AND_STOPS = {"size_fractions": (1 / 3, 2 / 3, 1.0), "stop_atr_multiples": (1.0, 3.0)}
+"""Every choice of the size and stop branches live (the shipped config trades full size without
+stops): the env's tests exercise all 27 actions."""
 T0 = np.datetime64("2024-01-02T14:00", "ns").astype(np.int64)
 
 
@@ -27,7 +30,8 @@ def bars_from_rows(rows, ts=None) -> Bars:
 
 def scripted_env(rows, n_envs=1, ts=None, session=None, **config) -> TradingVecEnv:
     """One ES env on `rows`, window 1, starting at bar 0."""
-    cfg = EnvConfig(**{"window": 1, "episode_len": len(rows) - 1, "atr_window": 3, **config})
+    cfg = EnvConfig(**{"window": 1, "episode_len": len(rows) - 1, "atr_window": 3,
+                       **SIZES_AND_STOPS, **config})
     bars = bars_from_rows(rows, ts)
     feats = np.arange(len(rows) * 2, dtype=np.float32).reshape(len(rows), 2)
     market = MarketTensors.from_bars(bars, feats, es(session), cfg)

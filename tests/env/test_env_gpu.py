@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from .env_builders import CHICAGO, es, random_actions, random_bars
+from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 
@@ -14,7 +14,8 @@ N_BARS, N_ENVS = 400, 64
 
 
 def make_env(device: str, generator: torch.Generator | None = None, **config) -> TradingVecEnv:
-    cfg = EnvConfig(**{"window": 8, "episode_len": 50, "flatten_at_session_end": True, **config})
+    cfg = EnvConfig(**{"window": 8, "episode_len": 50, "flatten_at_session_end": True,
+                       **SIZES_AND_STOPS, **config})
     feats = np.random.default_rng(0).standard_normal((N_BARS, 5)).astype(np.float32)
     market = MarketTensors.from_bars(
         random_bars(0, N_BARS, gap_hours=True), feats, es(CHICAGO), cfg, device

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from .env_builders import CHICAGO, es, random_actions, random_bars
+from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +20,8 @@ N_BARS, N_ENVS, N_STEPS = 64, 4, 48
 
 
 def make_env(bars: Bars, feats: np.ndarray, seed: int, n_envs=N_ENVS, **config) -> TradingVecEnv:
-    cfg = EnvConfig(**{"window": 3, "episode_len": 12, "atr_window": 4, **config})
+    cfg = EnvConfig(**{"window": 3, "episode_len": 12, "atr_window": 4, **SIZES_AND_STOPS,
+                       **config})
     market = MarketTensors.from_bars(bars, feats, es(CHICAGO), cfg)
     return TradingVecEnv(market, cfg, n_envs=n_envs, generator=torch.Generator().manual_seed(seed))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from .env_builders import MINUTE, T0, scripted_env
+from .env_builders import MINUTE, SIZES_AND_STOPS, T0, scripted_env
 
 from foxhunt.data.instruments import Session
 from foxhunt.env.actions import contracts_for
@@ -174,14 +174,15 @@ def test_shaping_terms_hand_computed():
 
 
 def test_size_choices_round_fractions_of_max_contracts_and_never_exceed_it():
-    assert contracts_for(EnvConfig(max_contracts=3)) == [1, 2, 3]
+    assert contracts_for(EnvConfig(max_contracts=3)) == [3, 3, 3]  # shipped: full size only
+    assert contracts_for(EnvConfig(max_contracts=3, **SIZES_AND_STOPS)) == [1, 2, 3]
     assert contracts_for(EnvConfig(max_contracts=3, size_fractions=(0.333, 0.667, 1.0))) == [
         1,
         2,
         3,
     ]
     assert contracts_for(EnvConfig(max_contracts=1)) == [1, 1, 1]
-    assert contracts_for(EnvConfig(max_contracts=5)) == [2, 3, 5]
+    assert contracts_for(EnvConfig(max_contracts=5, **SIZES_AND_STOPS)) == [2, 3, 5]
     env = scripted_env(ROWS, max_contracts=2)
     r = step(env, (1, 2, 0))
     assert one(r.position) == 2

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from .env_builders import es, random_bars
+from .env_builders import SIZES_AND_STOPS, es, random_bars
 
 pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env
@@ -18,7 +18,7 @@ N_BARS = 200
 
 @pytest.fixture(scope="module")
 def market():
-    cfg = EnvConfig(window=8, episode_len=20)
+    cfg = EnvConfig(window=8, episode_len=20, **SIZES_AND_STOPS)
     feats = np.random.default_rng(0).standard_normal((N_BARS, 3)).astype(np.float32)
     return MarketTensors.from_bars(random_bars(0, N_BARS), feats, es(), cfg), cfg
 

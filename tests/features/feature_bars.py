@@ -8,6 +8,7 @@ from unittest import mock
 import numpy as np
 
 from foxhunt.data.series import Bars
+from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features import normalise, pipeline, rolling
 
 MINUTE = 60_000_000_000
@@ -88,3 +89,10 @@ def small_chunks(chunk: int = 37, rows: int = 23, rolling_chunk: int = 29, block
         mock.patch.object(rolling, "MAX_BLOCK", block),
     ):
         yield
+
+
+def every_group(**overrides) -> FeatureConfig:
+    """Every feature group, at windows no longer than those the tests' series and expected values
+    were written for (a 256-bar warm-up; the shipped config builds a compact subset)."""
+    return FeatureConfig(**{"groups": list(GROUPS), "trend_windows": [8, 32, 128],
+                            "cross_pairs": [(4, 16), (16, 64), (32, 128)], **overrides})

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from .feature_bars import random_bars, small_chunks
+from .feature_bars import every_group, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.errors import DataError
@@ -82,7 +82,7 @@ def test_fit_window_errors():
 
 def test_transform_equals_raw_plus_stored_normaliser():
     """What walk-forward does: fit on the training rows, store, re-apply to later data."""
-    pipe = FeaturePipeline(FeatureConfig(norm_window=30),
+    pipe = FeaturePipeline(every_group(norm_window=30),
                            Session(tz="America/Chicago", open="17:00", close="16:00"))
     bars = random_bars(np.random.default_rng(5), 900, flow=True)
     fitted = pipe.transform(bars, fit_until=600)
@@ -135,7 +135,7 @@ def test_rolling_zscore_is_exactly_zero_on_constant_windows():
 
 
 def test_rolling_transform_uses_a_full_window_after_the_warmup():
-    pipe = FeaturePipeline(FeatureConfig(norm_window=40))
+    pipe = FeaturePipeline(every_group(norm_window=40))
     bars = random_bars(np.random.default_rng(8), 600)
     fm = pipe.transform(bars)
     assert fm.normaliser is None

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from .feature_bars import MINUTE, random_bars, small_chunks
+from .feature_bars import MINUTE, every_group, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars
@@ -18,8 +18,8 @@ from foxhunt.features import GROUPS, FeatureConfig, FeaturePipeline
 from foxhunt.features.calendar import SessionClock
 
 CHICAGO = Session(tz="America/Chicago", open="17:00", close="16:00")
-SMALL = FeatureConfig(returns_lags=[1, 2], vol_windows=[2, 3], volume_windows=[2],
-                      trend_windows=[2, 3], norm_window=4)
+SMALL = every_group(returns_lags=[1, 2], vol_windows=[2, 3], volume_windows=[2],
+                    trend_windows=[2, 3], cross_pairs=[(1, 2), (2, 3)], norm_window=4)
 
 
 def ns(text: str) -> int:
@@ -33,7 +33,7 @@ def column(pipe: FeaturePipeline, raw: np.ndarray, name: str) -> np.ndarray:
 # --- layout -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cfg", [FeatureConfig(), SMALL, FeatureConfig(groups=["time", "returns"]),
+@pytest.mark.parametrize("cfg", [FeatureConfig(), every_group(), SMALL, FeatureConfig(groups=["time", "returns"]),
                                  FeatureConfig(groups=list(GROUPS))])
 def test_groups_cover_every_column_once_in_the_fixed_order(cfg):
     pipe = FeaturePipeline(cfg)
@@ -50,15 +50,17 @@ def test_groups_cover_every_column_once_in_the_fixed_order(cfg):
 
 def test_default_feature_set():
     pipe = FeaturePipeline()
-    assert {g: len(i) for g, i in pipe.groups.items()} == {
-        "returns": 6, "volatility": 9, "volume": 5, "trend": 12, "time": 6,
+    assert {g: len(i) for g, i in pipe.groups.items()} == {"returns": 6, "trend": 12, "crosses": 4}
+    assert pipe.warmup == 512  # ema_dist_256 waits out two spans
+    full = FeaturePipeline(every_group())
+    assert {g: len(i) for g, i in full.groups.items()} == {
+        "returns": 6, "volatility": 9, "volume": 5, "trend": 12, "crosses": 3, "time": 6,
     }
-    assert pipe.warmup == 256
 
 
 @pytest.mark.parametrize("flow", [False, True])
 def test_matrix_shape_dtype_warmup_and_no_nan(flow):
-    pipe = FeaturePipeline(FeatureConfig(norm_window=50), CHICAGO)
+    pipe = FeaturePipeline(every_group(norm_window=50), CHICAGO)
     bars = random_bars(np.random.default_rng(1), 700, flow=flow)
     raw = pipe.raw(bars)
     assert raw.shape == (700, pipe.n_features) and raw.dtype == np.float32
@@ -83,7 +85,7 @@ def test_matrix_shape_dtype_warmup_and_no_nan(flow):
 
 
 def test_flat_market_and_zero_volume_stay_finite():
-    pipe = FeaturePipeline(FeatureConfig(norm_window=20))
+    pipe = FeaturePipeline(every_group(norm_window=20))
     bars = random_bars(np.random.default_rng(2), 900, flat_from=300, zero_volume=True)
     raw = pipe.raw(bars)
     assert np.isfinite(raw[pipe.warmup :]).all()
@@ -202,9 +204,9 @@ def reference(bars: Bars, cfg: FeatureConfig) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize(
     ("cfg", "n", "chunks", "flow"),
     [
-        (FeatureConfig(norm_window=8), 1_500, True, True),
+        (every_group(norm_window=8), 1_500, True, True),
         (SMALL, 400, True, False),
-        (FeatureConfig(returns_lags=[1, 5], vol_windows=[7], volume_windows=[3, 9],
+        (every_group(returns_lags=[1, 5], vol_windows=[7], volume_windows=[3, 9],
                        trend_windows=[4, 11]), 900, True, False),
         (FeatureConfig(), 20_000, False, True),
         (FeatureConfig(groups=list(GROUPS), cross_pairs=[(1, 3), (2, 9), (5, 40)]), 1_200, True,
@@ -306,7 +308,7 @@ def test_clear_errors():
     with pytest.raises(DataError, match="not both"):
         pipe.transform(bars, fit_until=40, normaliser=fm.normaliser)
     with pytest.raises(DataError, match="different feature set"):
-        FeaturePipeline(FeatureConfig(norm_window=4)).transform(bars, normaliser=fm.normaliser)
+        FeaturePipeline(every_group(norm_window=4)).transform(bars, normaliser=fm.normaliser)
     cols = bars.columns()
     cols["low"] = cols["low"].copy()
     cols["low"][17] = 0.0

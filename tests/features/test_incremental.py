@@ -19,10 +19,10 @@ from foxhunt.features import FeatureConfig, FeaturePipeline
 from foxhunt.features.config import GROUPS
 from foxhunt.features.incremental import _GROUPS, IncrementalFeatures
 
-from .feature_bars import random_bars, small_chunks
+from .feature_bars import every_group, random_bars, small_chunks
 
-CFG = FeatureConfig(returns_lags=[1, 3], vol_windows=[2, 5], volume_windows=[3, 4],
-                    trend_windows=[2, 6, 11], clip=3.0)
+CFG = FeatureConfig(groups=["returns", "volatility", "volume", "trend", "time"], returns_lags=[1, 3],
+                    vol_windows=[2, 5], volume_windows=[3, 4], trend_windows=[2, 6, 11], clip=3.0)
 ONE_VOL = FeatureConfig(groups=["returns", "volatility", "trend", "time"], returns_lags=[2],
                         vol_windows=[4], trend_windows=[3, 17])
 CROSSES = FeatureConfig(groups=list(GROUPS), returns_lags=[1, 2], vol_windows=[3, 6],
@@ -90,9 +90,9 @@ def test_real_chunk_sizes_across_a_segment_restart():
     """Default config and chunk sizes, past the first CHUNK boundary (8000 bars)."""
     bars = random_bars(np.random.default_rng(5), 8300, flow=False)
     session = SESSIONS[0]
-    pipe = FeaturePipeline(FeatureConfig(), session)
+    pipe = FeaturePipeline(every_group(), session)
     raw = pipe.raw(bars)
-    _, inc_raw = feed(IncrementalFeatures(FeatureConfig(), session), bars)
+    _, inc_raw = feed(IncrementalFeatures(every_group(), session), bars)
     assert raw.tobytes() == inc_raw.tobytes(), first_difference(raw, inc_raw, pipe.names)
 
 

@@ -13,13 +13,13 @@ from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features.mirror import FeatureMirror, mirrored_bars_columns
 from foxhunt.features.pipeline import FeaturePipeline
 
-from .feature_bars import random_bars
+from .feature_bars import every_group, random_bars
 
 
 def pipeline_and_bars(flow: bool, seed: int = 3):
     bars = random_bars(np.random.default_rng(seed), 3_000, flow=flow)
     session = InstrumentRegistry.load().get("ES").session
-    return FeaturePipeline(FeatureConfig(groups=list(GROUPS)), session), bars
+    return FeaturePipeline(every_group(), session), bars
 
 
 @pytest.mark.parametrize("flow", [False, True], ids=["no_flow", "flow"])
@@ -51,7 +51,7 @@ def test_mirroring_twice_gives_back_the_features_inside_the_clip():
 
 def test_every_feature_has_a_mirror_sign_and_the_directional_ones_flip():
     specs = {s.name: s.mirror
-             for s in FeaturePipeline(FeatureConfig(groups=list(GROUPS)), None).specs}
+             for s in FeaturePipeline(every_group(), None).specs}
     assert specs["ret_1"] == specs["ofi"] == specs["ema_dist_8"] == specs["zscore_32"] == -1
     assert specs["rsi_8"] == specs["chan_128"] == specs["ofi_16"] == specs["cross_4_16"] == -1
     assert specs["rv_16"] == specs["atr_64"] == specs["logvol_16"] == specs["tod_sin"] == 1

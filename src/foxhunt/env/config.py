@@ -17,9 +17,15 @@ class EnvConfig(StrictConfig):
     window: int = Field(default=32, ge=1, description="bars of features in one observation")
     episode_len: int = Field(default=256, ge=1, description="decisions per episode")
     max_contracts: int = Field(default=3, ge=1)
-    size_fractions: tuple[float, float, float] = (1 / 3, 2 / 3, 1.0)
+    size_fractions: tuple[float, float, float] = Field(
+        default=(1.0, 1.0, 1.0),
+        description="fractions of max_contracts of the size branch's choices; all 1 (the "
+        "default) trades full size only, e.g. [0.333, 0.667, 1.0] lets the agent size",
+    )
     stop_atr_multiples: tuple[float, float] = Field(
-        default=(1.0, 3.0), description="trailing-stop distance in ATRs for (tight, wide); 0 = off"
+        default=(0.0, 0.0),
+        description="trailing-stop distance in ATRs for (tight, wide); 0 = off (the default), "
+        "e.g. [1.0, 3.0] lets the agent choose a stop",
     )
     atr_window: int = Field(default=14, ge=1)
     slippage_ticks: float = Field(default=1.0, ge=0)

@@ -7,7 +7,9 @@ from pydantic import Field, field_validator
 from foxhunt.configbase import StrictConfig
 
 GROUPS = ("returns", "volatility", "volume", "trend", "crosses", "time")
-DEFAULT_GROUPS = ("returns", "volatility", "volume", "trend", "time")
+DEFAULT_GROUPS = ("returns", "trend", "crosses")
+"""The shipped groups: the compact multi-horizon set that let the agent learn trends and
+reversion (docs/learning.md, fifth experiments); the rest are there to switch on."""
 
 
 class FeatureConfig(StrictConfig):
@@ -24,7 +26,7 @@ class FeatureConfig(StrictConfig):
         default=[16, 64], description="bars of each volume / order-flow window"
     )
     trend_windows: list[int] = Field(
-        default=[8, 32, 128], description="bars of each EMA / z-score / RSI / channel window"
+        default=[16, 64, 256], description="bars of each EMA / z-score / RSI / channel window"
     )
     cross_pairs: list[tuple[int, int]] = Field(
         default=[(4, 16), (16, 64), (64, 256), (128, 512)],

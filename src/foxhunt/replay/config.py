@@ -18,7 +18,7 @@ class ReplayConfig(StrictConfig):
     """Importance-sampling exponent at the first sample() call."""
     beta_anneal_steps: int = Field(default=100_000, ge=0)
     """sample() calls over which beta rises linearly from beta0 to 1 (0: beta is 1 at once)."""
-    n_step: int = Field(default=3, ge=1)
+    n_step: int = Field(default=16, ge=1, description="bars of reward summed before bootstrapping")
     gamma: float = Field(default=0.99, gt=0.0, le=1.0)
     priority_eps: float = Field(default=1e-6, gt=0.0)
     state_dtype: Literal["float16", "float32"] = "float16"

@@ -83,10 +83,16 @@ class WalkForwardSplit:
         if min(train, val, test) < self.min_window:
             fits = next((k for k in range(c.folds - 1, 0, -1)
                          if min(self.sizes(k)) >= self.min_window), None)
+            left = self.n_bars - self.first
+            if left <= 0:
+                raise ConfigError(
+                    f"walk-forward: {self.n_bars} bars leave none to split: the first usable bar "
+                    f"is {self.first} (the features' warm-up and the observation window); use "
+                    "more data, or shorter [features] windows or [env] window")
             fix = (f"set [walkforward] folds = {fits} or fewer, or use more data" if fits else
                    f"lower [walkforward] purge (now {c.purge}) or use more data")
             raise ConfigError(
-                f"walk-forward: {self.n_bars - self.first} bars are too few for {c.folds} folds "
+                f"walk-forward: {left} bars are too few for {c.folds} folds "
                 f"(windows would be train={train}, val={val}, test={test} bars, "
                 f"need >= {self.min_window} each); {fix}"
             )
