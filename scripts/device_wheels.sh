@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2
       duckdb==1.4.3 databento-dbn==0.45.0 gymnasium==1.2.2 farama-notifications==0.0.4
-      stable-baselines3==2.7.1)
+      stable-baselines3==2.7.1
+      numba==0.68.1 llvmlite==0.50.0 SQLAlchemy==2.1.9 greenlet
+      optuna==5.1.0 alembic==1.20.1 Mako==1.4.3 colorlog==6.12.0 tqdm==4.70.1 cmaes==0.13.1)
 mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
