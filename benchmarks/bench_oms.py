@@ -60,20 +60,31 @@ OPEN = RiskConfig(max_order_qty=1000, max_position=1000, max_gross_notional=0,
                   daily_loss_limit=0, max_drawdown=0)  # fmt: skip
 
 
+WORKLOAD_FEATURES = FeatureConfig(groups=["returns", "volatility", "volume", "trend", "time"],
+                                  trend_windows=[8, 32, 128])
+"""The replay's workload stays the one first recorded (38 features, all 27 actions live), so its
+figures compare across dates; the shipped defaults since 2026-12-05 are lighter (22 features,
+direction-only actions: fewer orders a run)."""
+WORKLOAD_ACTIONS = {"size_fractions": (1 / 3, 2 / 3, 1.0), "stop_atr_multiples": (1.0, 3.0)}
+
+
 def agent_spec(agent: str, folder: Path) -> TrainingSpec:
     """The training spec whose network the replay runs (see the module docstring)."""
     if agent == "cpu":
-        return TrainingSpec(env=EnvConfig(window=8), agent=AgentConfig(hidden=64, atoms=11))
+        return TrainingSpec(env=EnvConfig(window=8, **WORKLOAD_ACTIONS),
+                            agent=AgentConfig(hidden=64, atoms=11))
     # the shipped defaults alone: `folder` (a fresh temporary directory) as FOXHUNT_HOME has
     # no config.toml
     shipped = load_settings(home=folder).settings.training_spec()
+    shipped = shipped.model_copy(update={"env": shipped.env.model_copy(update=WORKLOAD_ACTIONS)})
     return shipped.sized_for(shipped_profiles()[agent])
 
 
 def agent_checkpoint(folder: Path, bars, inst, agent: str) -> Path:
     spec = agent_spec(agent, folder)
     window = spec.env.window
-    matrix = FeaturePipeline(FeatureConfig(), inst.session).transform(bars, fit_until=len(bars) // 2)
+    matrix = FeaturePipeline(WORKLOAD_FEATURES, inst.session).transform(bars,
+                                                                         fit_until=len(bars) // 2)
     torch.manual_seed(0)
     net = BranchingQNetwork(window * matrix.n_features + len(POS_STATE), spec.agent,
                             matrix.groups, window, len(POS_STATE))
@@ -87,7 +98,7 @@ def paper_trader(n_bars: int, url: str, folder: Path, agent: str) -> PaperTrader
     bars = generate(SynthConfig(n_bars=n_bars, seed=3, signal_strength=0.3)).bars
     inst = InstrumentRegistry.load().get("SYN")
     checkpoint = agent_checkpoint(folder, bars, inst, agent)
-    loaded = load_agent(checkpoint, inst)
+    loaded = load_agent(checkpoint, inst, WORKLOAD_FEATURES)
     venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks)
     return PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
                        venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
@@ -112,7 +123,7 @@ def describe_agent(agent: str, folder: Path) -> dict:
     """The replayed network's sizes (random weights: the speed does not depend on them)."""
     spec = agent_spec(agent, folder)
     a, window = spec.agent, spec.env.window
-    n_features = FeaturePipeline(FeatureConfig()).n_features
+    n_features = FeaturePipeline(WORKLOAD_FEATURES).n_features
     inputs = window * n_features + len(POS_STATE)
     net = BranchingQNetwork(inputs, a, None, window, len(POS_STATE))
     return {"name": agent, "sized_by": "cpu" if agent == "cpu" else f"GPU profile {agent}",
