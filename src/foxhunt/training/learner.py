@@ -22,6 +22,7 @@ device in accumulators that the trainer reads once per epoch.
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,11 @@ from foxhunt.training.config import TrainingSpec
 from foxhunt.training.hotpath import HotPath, StagedBatch
 from foxhunt.training.optim import ClippedAdam
 from foxhunt.training.walkforward import Window
+
+_SEEDED_INIT = threading.Lock()
+"""Held while a network is initialised from torch's global CPU generator (seeded, then restored):
+learners built at once in threads (`foxhunt tune --backend thread`) would otherwise interleave
+their draws, and a trial would not reproduce from its seed."""
 
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 LOSS_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q")
@@ -109,7 +115,7 @@ class Learner:
             market, spec.env, n_envs=t.n_envs, device=device, generator=self.generator,
             start_range=(train_window.start, train_window.stop),
         )
-        with torch.random.fork_rng(devices=[]):
+        with _SEEDED_INIT, torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.online = BranchingQNetwork(
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
