@@ -40,3 +40,14 @@ def test_learners_built_in_threads_start_from_their_seeds_weights(tmp_path):
     for k, weights in enumerate(together):
         assert weights is not None
         assert all(torch.equal(a, b) for a, b in zip(alone[k % 2], weights, strict=True)), k
+
+
+def test_a_cpu_run_never_draws_from_torchs_global_generator(tmp_path):
+    """Training, validation and test rollouts draw from the run's own generators only: a draw
+    from the global one would shift the weights of a learner being seeded in another thread."""
+    bars = synth(3_000, 0.3, seed=11).bars
+    trainer = WalkForwardTrainer(tiny_spec(), bars, pipeline(), instrument(), tmp_path, CPU)
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    trainer.run()
+    assert torch.equal(before, torch.get_rng_state())
