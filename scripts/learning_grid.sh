@@ -2,6 +2,7 @@
 # Learning experiments in one device call: each CONFIG:MARKET pair of bench_learning.py in its own
 # process, all in parallel on the one GPU; logs and JSON tarred into $OUT/learning_grid.tgz.
 #   bash scripts/learning_grid.sh "--bars 20000 --folds 2 --seeds 0" base:trend w1:trend ...
+# A third field, CONFIG:MARKET:SEED, runs that seed alone (one process per seed).
 # CONFIG names benchmarks/configs/learning/CONFIG.toml. Needs the wheels in .whl (carry [".whl"]).
 # ROOT=ab/NAME runs a revision prepared by `scripts/ab_update.sh prepare NAME=REV` (its src,
 # benchmarks and configs) instead of the working tree (then carry [".whl", "ab"]).
@@ -14,10 +15,12 @@ export PYTHONPATH=/tmp/site:$ROOT/src PYTHONUNBUFFERED=1 FOXHUNT_HOME=/tmp/fh
 ARGS=$1; shift
 LIMIT=${LIMIT:-480}
 for pair in "$@"; do
-  cfg=${pair%%:*} market=${pair#*:}
+  IFS=: read -r cfg market seed <<< "$pair"
+  name=${cfg}_$market${seed:+_s$seed}
   timeout "$LIMIT" python3 "$ROOT/benchmarks/bench_learning.py" --markets "$market" $ARGS \
-      --deploy-all --device cuda --config "$ROOT/benchmarks/configs/learning/$cfg.toml" \
-      --out "$GRID/${cfg}_$market.json" > /dev/null 2> "$GRID/${cfg}_$market.err" &
+      ${seed:+--seeds $seed} --deploy-all --device cuda \
+      --config "$ROOT/benchmarks/configs/learning/$cfg.toml" \
+      --out "$GRID/$name.json" > /dev/null 2> "$GRID/$name.err" &
 done
 wait
 tar -czf "$OUT/learning_grid${TAG:-}.tgz" -C "$GRID" .

@@ -139,3 +139,37 @@ def test_worked_example_one_env():
     assert b.discount.tolist() == [0.25, 0.5, 0.0, 0.0, 0.5]
     assert b.next_bar.tolist() == [101, 101, 103, 103, 104]
     assert b.next_pos_state.squeeze(1).tolist() == [101.0, 101.0, 103.0, 103.0, 104.0]
+
+
+def test_uniform_sampling_caps_each_window_at_a_drawn_number_of_steps():
+    """Each target is the m-step target of `reference` for some m in 1..n_step, every m occurs,
+    and the cap only ever shortens a window (episode ends and the ring head still stop it)."""
+    cfg = ReplayConfig(capacity=400, n_step=4, gamma=0.9, n_step_sampling="uniform",
+                       state_dtype="float32")
+    rb = PrioritizedReplay(cfg, n_envs=4, pos_dim=3, generator=torch.Generator().manual_seed(0))
+    history = simulate(rb, steps=100, p_term=0.02, p_trunc=0.02, seed=3)
+    batch = rb.sample(512)
+    drawn = []
+    for i, index in enumerate(batch.index.tolist()):
+        slot, env = divmod(index, rb.n_envs)
+        targets = [reference(history[env], slot, rb.slots, m, cfg.gamma) for m in (1, 2, 3, 4)]
+        m = next(m for m, (_, ret, discount, last) in enumerate(targets, 1)
+                 if batch.next_bar[i].item() == last.next_bar
+                 and batch.ret[i].item() == pytest.approx(ret, abs=1e-5)
+                 and batch.discount[i].item() == pytest.approx(discount, abs=1e-6))
+        drawn.append(m)
+    counts = np.bincount(drawn, minlength=5)[1:]
+    assert (counts > 0).all(), counts
+    assert counts[0] > counts[3]  # windows cut short by episode ends and the head add to m=1..3
+
+
+def test_fixed_sampling_is_the_default_and_uses_every_step():
+    cfg = ReplayConfig(capacity=40, n_step=3)
+    assert cfg.n_step_sampling == "fixed"
+    rb = PrioritizedReplay(cfg, n_envs=4, pos_dim=3, generator=torch.Generator().manual_seed(0))
+    history = simulate(rb, steps=23, p_term=0.2, p_trunc=0.2, seed=1)
+    batch = rb.sample(64)
+    for i, index in enumerate(batch.index.tolist()):
+        slot, env = divmod(index, rb.n_envs)
+        _, ret, _, _ = reference(history[env], slot, rb.slots, cfg.n_step, cfg.gamma)
+        assert batch.ret[i].item() == pytest.approx(ret, abs=1e-6)

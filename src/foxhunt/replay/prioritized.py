@@ -212,7 +212,11 @@ class PrioritizedReplay:
         u += torch.arange(batch_size, **f64)
         index, weight = self._draw(u / batch_size)
         self.sample_calls.add_(1)
-        return self.lookup(index, weight)
+        steps = None
+        if self.config.n_step_sampling == "uniform":
+            steps = torch.randint(1, self.config.n_step + 1, (batch_size,), device=self.device,
+                                  generator=self.generator)
+        return self.lookup(index, weight, steps)
 
     def _mass_grid(self) -> Tensor:
         """The stored masses as [slots, n_envs] (a view)."""
@@ -226,8 +230,10 @@ class PrioritizedReplay:
         newest = self.size * self.n_envs - 1
         return draw(self.priority_alpha, self.block, u01, newest, self.beta())
 
-    def lookup(self, index: Tensor, weight: Tensor | None = None) -> ReplayBatch:
-        """The n-step batch for given flat indices (what sample() returns after drawing them).
+    def lookup(self, index: Tensor, weight: Tensor | None = None,
+               steps: Tensor | None = None) -> ReplayBatch:
+        """The n-step batch for given flat indices (what sample() returns after drawing them);
+        `steps` [B] caps each window at that many steps (`n_step_sampling = "uniform"`).
 
         The window of transition (s, e) takes steps k = 0..n_step-1 of env e while
           - slot s+k is written (k <= number of transitions newer than s: the ring head; the window
@@ -245,6 +251,8 @@ class PrioritizedReplay:
         done = self.terminated.view(-1)[window] | self.truncated.view(-1)[window]
         ended_before = (done.cumsum(1) - done.long()) > 0  # an earlier step ended the episode
         used = (k <= newer.unsqueeze(1)) & ~ended_before  # [B, n], prefix-shaped, used[:, 0] true
+        if steps is not None:
+            used &= k < steps.unsqueeze(1)
         m = used.sum(1)
         last = window.gather(1, (m - 1).unsqueeze(1)).squeeze(1)
         ret = torch.where(used, reward * self._gamma_pow[: k.numel()], 0.0).sum(1)
