@@ -14,7 +14,9 @@ class EnvConfig(StrictConfig):
     so the same numbers mean the same thing on ES and on CL.
     """
 
-    window: int = Field(default=32, ge=1, description="bars of features in one observation")
+    window: int = Field(default=1, ge=1, description="bars of features in one observation")
+    """1: the current bar's features, which already span horizons of 1 to 512 bars; a longer
+    window gives the network more inputs to memorise a training window by (docs/learning.md)."""
     episode_len: int = Field(default=256, ge=1, description="decisions per episode")
     max_contracts: int = Field(default=3, ge=1)
     size_fractions: tuple[float, float, float] = Field(
