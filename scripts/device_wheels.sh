@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Fetch the py3.12 wheels the H200 machine lacks into .whl (git-ignored) for `run` with carry [".whl"].
 # The device image already has torch, numpy, pyarrow, rich, typer, pandas, hypothesis, pytest.
+# numba and llvmlite (the paper trader's kernels) are ~64 MB, which with the working tree passes
+# the 64 MiB a run may carry: they are fetched only with WITH_NUMBA=1 (training, backtests,
+# benchmarks and tune do not import them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2
       duckdb==1.4.3 databento-dbn==0.45.0 gymnasium==1.2.2 farama-notifications==0.0.4
       stable-baselines3==2.7.1
-      numba==0.68.1 llvmlite==0.50.0 SQLAlchemy==2.1.9 greenlet
+      SQLAlchemy==2.1.9 greenlet
       optuna==5.1.0 alembic==1.20.1 Mako==1.4.3 colorlog==6.12.0 tqdm==4.70.1 cmaes==0.13.1)
+[ "${WITH_NUMBA:-0}" = 1 ] && PKGS+=(numba==0.68.1 llvmlite==0.50.0)
 mkdir -p .whl
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
