@@ -2,8 +2,8 @@
 # Fetch the py3.12 wheels the H200 machine lacks into .whl (git-ignored) for `run` with carry [".whl"].
 # The device image already has torch, numpy, pyarrow, rich, typer, pandas, hypothesis, pytest.
 # numba and llvmlite (the paper trader's kernels) are ~64 MB, which with the working tree passes
-# the 64 MiB a run may carry: they are fetched only with WITH_NUMBA=1 (training, backtests,
-# benchmarks and tune do not import them).
+# the 64 MiB a run may carry: they are fetched only with WITH_NUMBA=1 (training, tune and
+# bench_learning do not import them; paper trading and the vectorbt peer do).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(pydantic==2.12.5 pydantic-core==2.41.5 annotated-types==0.7.0 typing-inspection==0.4.2
