@@ -59,7 +59,7 @@ from foxhunt.env.actions import N_CHOICES, ActionTable, unflatten_actions
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import Book, CostModel
 from foxhunt.env.market import MarketTensors, session_ends
-from foxhunt.env.vector_env import REWARD_COMPONENTS, TradingVecEnv
+from foxhunt.env.vector_env import REWARD_COMPONENTS, TradingVecEnv, replay_generator
 from foxhunt.errors import ConfigError, DataError
 
 GRAPH_BLOCK = 128
@@ -304,14 +304,11 @@ class Backtester:
         return _Batch(np.asarray(starts), policies, steps, index)
 
     def _run_lockstep(self, batch: _Batch) -> tuple[list[Record], dict[str, object]]:
-        """Envs whose window ended keep stepping (masked out) and may auto-reset: on the CPU from
-        a private generator, on CUDA from the default one, as graph capture requires."""
+        """Envs whose window ended keep stepping (masked out) and may auto-reset, from
+        `replay_generator`'s generator."""
         cfg = self.env_config.model_copy(update={"episode_len": batch.steps})
-        cpu = self.device.type == "cpu"
-        env = TradingVecEnv(
-            self.market, cfg, self.cost, n_envs=len(batch.starts), device=self.device,
-            generator=torch.Generator().manual_seed(0) if cpu else None,
-        )  # fmt: skip
+        env = TradingVecEnv(self.market, cfg, self.cost, n_envs=len(batch.starts),
+                            device=self.device, generator=replay_generator(self.device))
         starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
         loop = StepLoop(env, tuple(batch.policies), compile=self.compile)
         began = time.perf_counter()

@@ -63,6 +63,14 @@ class StepResult:
     equity: Tensor  # float64 dollars after the step, marked at the close
 
 
+def replay_generator(device: torch.device) -> torch.Generator | None:
+    """The generator for an env whose starts the caller sets (backtests, evaluation rollouts):
+    its auto-reset draws are discarded, so on the CPU they come from a private generator and
+    move no shared state (torch's global one seeds learners built in other threads); on CUDA the
+    default generator, as graph capture requires."""
+    return torch.Generator(device=device).manual_seed(0) if device.type == "cpu" else None
+
+
 class TradingVecEnv:
     """`n_envs` episodes on one market. The agent decides at the close of bar `t`.
 

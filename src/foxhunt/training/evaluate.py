@@ -29,7 +29,7 @@ from foxhunt.env import fills
 from foxhunt.env.actions import N_BRANCHES
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.market import MarketTensors
-from foxhunt.env.vector_env import TradingVecEnv
+from foxhunt.env.vector_env import TradingVecEnv, replay_generator
 from foxhunt.errors import ConfigError
 from foxhunt.metrics import (
     SharpeEstimate,
@@ -189,12 +189,9 @@ class _Group:
         lo, hi = min(firsts), max(w.stop for w in windows)
         base = max(0, lo - (env_config.window - 1))  # the first bar any observation reads
         cfg = env_config.model_copy(update={"episode_len": steps})
-        # Starts are set explicitly, so the env's auto-reset draws are discarded; on the CPU they
-        # come from a private generator so that a rollout never moves torch's global one, which
-        # a learner built at the same time in another thread seeds and reads (tune's threads).
-        private = None if device.type == "cuda" else torch.Generator(device=device).manual_seed(0)
         env = TradingVecEnv(market_window(market, base, hi), cfg, n_envs=starts.numel(),
-                            device=device, start_range=(lo - base, hi - base), generator=private)
+                            device=device, start_range=(lo - base, hi - base),
+                            generator=replay_generator(device))
         self.env, self.device = env, device
         self.starts_host = starts.cpu().numpy()
         self.local_starts = starts - base
