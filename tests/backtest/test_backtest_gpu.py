@@ -53,10 +53,11 @@ def test_graphed_compiled_cuda_pays_what_the_cpu_env_pays(setup):
 
 def test_graph_replay_equals_eager_steps(setup):
     """Same kernels, replayed: identical records. Compiled kernels round differently, so the
-    agent's decisions may differ only where a near-tie flips."""
-    eager = _run(setup, "cuda", graphs=False, compile=False)
-    graphed = _run(setup, "cuda", graphs=True, compile=False)
-    compiled = _run(setup, "cuda", graphs=False, compile=True)
+    agent's decisions may differ only where a near-tie flips. Every job steps lock-step (the
+    random tables too, which would otherwise take the direct path)."""
+    eager = _run(setup, "cuda", graphs=False, compile=False, direct=False)
+    graphed = _run(setup, "cuda", graphs=True, compile=False, direct=False)
+    compiled = _run(setup, "cuda", graphs=False, compile=True, direct=False)
     for a, b, c in zip(graphed, eager, compiled, strict=True):
         assert a.engine["graphs"] and c.engine["compiled"]
         np.testing.assert_array_equal(a.actions, b.actions)
