@@ -11,7 +11,7 @@ from .feature_bars import every_group, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.errors import DataError
-from foxhunt.features import FeatureConfig, FeaturePipeline, Normaliser
+from foxhunt.features import FeaturePipeline, Normaliser
 from foxhunt.features.normalise import rolling_zscore
 
 NAMES = ["a", "b", "c", "d", "e"]

@@ -9,7 +9,6 @@ import pytest
 
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.series import Bars
-from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features.mirror import FeatureMirror, mirrored_bars_columns
 from foxhunt.features.pipeline import FeaturePipeline
 
