@@ -76,3 +76,39 @@ def test_a_mirrored_run_learns_without_error(tmp_path):
     learner = make_learner(tmp_path, {"mirror": True, "input_noise": 0.3})
     learner.run_updates(10)
     assert learner.read_metrics().update["updates"] == 10
+
+
+def flat_params(net):
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+def test_the_weight_average_trails_the_online_network_at_its_rate(tmp_path):
+    """[agent] average_rate keeps a Polyak average of the online weights, which the fold then
+    judges and deploys (`policy_net`); at rate 1 it is the online network's last step, at a
+    small rate it stays near where the fold started. The step is taken where the target's is,
+    when the next batch is staged (one update ahead; see `Learner.prime`), so at rate 1 the
+    average is the online network before its latest update."""
+    plain = make_learner(tmp_path / "a", {})
+    assert plain.averaged is None and plain.policy_net is plain.online
+    follow = make_learner(tmp_path / "b", {"average_rate": 1.0, "lr": 1e-3})
+    slow = make_learner(tmp_path / "c", {"average_rate": 0.01, "lr": 1e-3})
+    start = flat_params(slow.online)
+    for learner in (follow, slow):
+        assert learner.policy_net is learner.averaged
+        learner.run_updates(29)
+    before_last = flat_params(follow.online)
+    follow.run_updates(1)
+    slow.run_updates(1)
+    assert torch.equal(flat_params(follow.averaged), before_last)
+    assert not torch.equal(before_last, flat_params(follow.online))
+    moved, averaged_moved = (flat_params(slow.online) - start), (flat_params(slow.averaged) - start)
+    assert 0 < averaged_moved.norm() < 0.5 * moved.norm()
+
+
+def test_a_weight_average_changes_no_random_draw_of_the_run(tmp_path):
+    """The average only reads the online weights: the same seed trains the same online network."""
+    plain = make_learner(tmp_path / "a", {})
+    averaged = make_learner(tmp_path / "b", {"average_rate": 0.1})
+    for learner in (plain, averaged):
+        learner.run_updates(10)
+    assert torch.equal(flat_params(plain.online), flat_params(averaged.online))

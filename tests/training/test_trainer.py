@@ -81,14 +81,18 @@ def test_test_windows_follow_validation_windows(market, tmp_path):
         assert f.train.start >= pipeline().warmup + tiny_spec().env.window - 1
 
 
+@pytest.mark.parametrize("average_rate", [0.0, 0.05])
 def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at_the_end(
-        market, tmp_path):
+        market, tmp_path, average_rate):
     """Model selection sees validation only: the kept model is the epoch with the highest
     validation Sharpe (validated beside the training slice every epoch, then once more for the
     kept model's row and the deploy decision), and each fold's test window is rolled out once,
-    after that."""
+    after that. With a weight average the average is what is judged, kept and saved."""
     epochs = 4
-    trainer = make(market, tmp_path, deploying_always(tiny_spec(epochs=epochs)))
+    spec = tiny_spec(epochs=epochs)
+    spec = spec.model_copy(update={"agent": spec.agent.model_copy(
+        update={"average_rate": average_rate})})
+    trainer = make(market, tmp_path, deploying_always(spec))
     calls, val_runs = [], []
     evaluate = trainer.evaluate_windows
 
@@ -98,7 +102,7 @@ def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at
         calls.append((ctx.fold.index, phases))
         results = evaluate(ctx, market_, windows, chunks)
         if "val" in phases:
-            state = ctx.learner.online.state_dict()
+            state = ctx.learner.policy_net.state_dict()
             val_runs.append((results[phases.index("val")].sharpe,
                              {k: v.clone() for k, v in state.items()}))
         return results
@@ -141,8 +145,11 @@ def test_graph_block_sizes_change_nothing_on_the_cpu(market, tmp_path):
     assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
 
 
-def test_resume_continues_after_an_interruption(market, tmp_path):
+@pytest.mark.parametrize("average_rate", [0.0, 0.05])
+def test_resume_continues_after_an_interruption(market, tmp_path, average_rate):
     spec = tiny_spec(epochs=3)
+    spec = spec.model_copy(update={"agent": spec.agent.model_copy(
+        update={"average_rate": average_rate})})
 
     def crash_after_fold1_epoch0(line):
         if line["fold"] == 1 and line["epoch"] == 0:

@@ -34,6 +34,8 @@ FOLD_BOUNDARY: dict[str, Rule] = {
                   "of updates, from the new fold's replay"),
     "online": Rule(Boundary.REINIT, "weights fitted on fold k have seen bars fold k+1 validates on"),
     "target": Rule(Boundary.REINIT, "a copy of the re-initialised online network"),
+    "averaged": Rule(Boundary.REINIT, "the weight average restarts from the re-initialised "
+                     "online network"),
     "optimizer": Rule(Boundary.RESET, "Adam moments carry fold k's gradients"),
     "generator": Rule(Boundary.REINIT, "noise, episode starts and replay draws reseeded per fold"),
     "support": Rule(Boundary.REINIT, "the C51 support (online and target share it) restarts at "

@@ -121,6 +121,9 @@ class Learner:
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
             ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.averaged: BranchingQNetwork | None = None  # see `policy_net`
+        if a.average_rate > 0:
+            self.averaged = copy.deepcopy(self.online).requires_grad_(False)
         for net in (self.online, self.target):  # see `apply_gradients`
             net.use_working_weights(self.fast.compute_dtype)
         self.clip_bound = (None if a.grad_clip_quantile is None
@@ -147,10 +150,14 @@ class Learner:
         self.support_seen: Tensor | None = None  # see `stage`
         if a.head == "c51":
             self.support = self.target.support = self.online.support
+            if self.averaged is not None:
+                self.averaged.support = self.support
             self._support_limits = support_limits(a, device)
             if a.support == "adaptive":
                 self.support_seen = self._support_limits[0].clone()
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
+        self._average = (None if self.averaged is None
+                         else PolyakUpdate(self.averaged, self.online, a.average_rate))
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
@@ -168,6 +175,13 @@ class Learner:
         self.update_block = fast.captured(self._updates)
         self.batch: StagedBatch | None = None  # the next update's batch (see `prime`)
         self.transitions = 0
+
+    @property
+    def policy_net(self) -> BranchingQNetwork:
+        """The network the fold validates, tests and deploys: the running average of the online
+        weights where `[agent] average_rate` > 0, else the online network. Averaging damps the
+        epoch-to-epoch swings of a policy fitted to noisy returns (Polyak & Juditsky, 1992)."""
+        return self.online if self.averaged is None else self.averaged
 
     @property
     def compiled(self) -> bool:
@@ -257,9 +271,12 @@ class Learner:
 
     def track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online, and the target's plain layers'
-        working weights (its noisy layers' are composed with their fresh noise in `stage`)."""
+        working weights (its noisy layers' are composed with their fresh noise in `stage`);
+        the weight average's step likewise, at its own rate."""
         self._polyak()
         self.target.compose_working_weights("plain")
+        if self._average is not None:
+            self._average()
 
     def stage(self) -> tuple[tuple[Tensor, ...], tuple[Tensor, ...]]:
         """The next PER batch (StagedBatch's fields but the target) with its observations and

@@ -320,7 +320,7 @@ class WalkForwardTrainer:
         """`evaluate` of several windows of `market` at once, their chunks stepped together.
         The test window's one rollout steps flat and buy-and-hold beside the model, in the
         same env (`ctx.test_baselines`), where they cost no extra steps."""
-        net = ctx.learner.online
+        net = ctx.learner.policy_net
         chunks = chunks or self.spec.train.eval_windows
         net.eval()
         try:
@@ -378,7 +378,8 @@ class WalkForwardTrainer:
             best = val.sharpe > ctx.best_sharpe
             if best:
                 ctx.best_sharpe, ctx.best_epoch = val.sharpe, epoch
-                ctx.best_state = {k: v.detach().clone() for k, v in learner.online.state_dict().items()}
+                ctx.best_state = {k: v.detach().clone()
+                                  for k, v in learner.policy_net.state_dict().items()}
             line = {
                 "fold": fold.index, "epoch": epoch, "transitions": learner.transitions,
                 **{k: v for k, v in metrics.update.items()}, **metrics.collect,
@@ -409,14 +410,14 @@ class WalkForwardTrainer:
         """Decide the deployment on validation, then roll out the test window once with it."""
         learner, fold = ctx.learner, ctx.fold
         if ctx.best_state is not None:
-            learner.online.load_state_dict(ctx.best_state)
+            learner.policy_net.load_state_dict(ctx.best_state)
         with self._timed("validation"):
             val, seen = self.judge(ctx)
         min_psr = self.spec.walkforward.deploy_min_psr
         deployed, reason = deploy_decision(val.psr, min_psr)
         test, baselines, agent_test = self._test(ctx, deployed)
         path = save_checkpoint(
-            self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.online,
+            self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.policy_net,
             self.spec.model_dump(mode="json"),
             {"fold": fold.index, "best_epoch": ctx.best_epoch, "deployed": deployed,
              "normaliser": _normaliser_doc(ctx.features),
@@ -466,6 +467,8 @@ class WalkForwardTrainer:
             self.spec.model_dump(mode="json"),
             {"epoch": epoch, "best_epoch": ctx.best_epoch, "best_sharpe": ctx.best_sharpe,
              "target": {k: v.cpu() for k, v in learner.target.state_dict().items()},
+             "averaged": None if learner.averaged is None
+             else {k: v.cpu() for k, v in learner.averaged.state_dict().items()},
              "optimizer": _cpu_tree(learner.optimizer.state_dict()),
              "best_state": None if ctx.best_state is None
              else {k: v.cpu() for k, v in ctx.best_state.items()},
@@ -484,6 +487,8 @@ class WalkForwardTrainer:
         payload = load_checkpoint(path, learner.online)
         extra = payload["extra"]
         learner.target.load_state_dict(extra["target"])
+        if learner.averaged is not None:  # the run's settings are checked equal in `run`
+            learner.averaged.load_state_dict(extra["averaged"])
         learner.optimizer.load_state_dict(extra["optimizer"])
         if extra["best_state"] is not None:
             ctx.best_state = {k: v.to(self.device) for k, v in extra["best_state"].items()}
