@@ -19,6 +19,7 @@ def snapshot(ctx) -> dict[str, object]:
     lr = ctx.learner
     out = {f"online.{k}": v.clone() for k, v in lr.online.state_dict().items()}
     out |= {f"target.{k}": v.clone() for k, v in lr.target.state_dict().items()}
+    out |= {f"averaged.{k}": v.clone() for k, v in lr.averaged.state_dict().items()}
     out |= {f"replay.{i}": t.clone() for i, t in enumerate(lr.replay._tensors())}
     out |= {"env.state": torch.cat([x.float().reshape(-1) for x in lr.env.state()]),
             "generator": lr.generator.get_state(), "features": torch.as_tensor(ctx.features.values),
@@ -28,7 +29,8 @@ def snapshot(ctx) -> dict[str, object]:
 
 def test_every_stateful_learner_attribute_declares_its_boundary_rule():
     market = synth(3_000, 0.0)
-    trainer = WalkForwardTrainer(tiny_spec(), market.bars, pipeline(), instrument(), "/tmp/unused", CPU)
+    trainer = WalkForwardTrainer(tiny_spec(average_epochs=0.5), market.bars, pipeline(),
+                                 instrument(), "/tmp/unused", CPU)
     ctx = trainer.start_fold(trainer.folds[0])
     stateful = {name for name, v in vars(ctx.learner).items()
                 if isinstance(v, STATEFUL) and not name.startswith("_")}
@@ -39,14 +41,15 @@ def test_every_stateful_learner_attribute_declares_its_boundary_rule():
 
 def test_fold_k_plus_1_starts_exactly_as_if_fold_k_never_ran(tmp_path):
     market = synth(3_000, 0.3)
-    after = WalkForwardTrainer(tiny_spec(), market.bars, pipeline(), instrument(), tmp_path / "a", CPU)
+    spec = tiny_spec(average_epochs=0.5)  # the weight average is fold state too
+    after = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path / "a", CPU)
     folds = after.folds
     ctx0 = after.start_fold(folds[0])
     after.train_fold(ctx0)
     assert ctx0.learner.transitions > 0
     continued = snapshot(after.start_fold(folds[1]))
 
-    alone = WalkForwardTrainer(tiny_spec(), market.bars, pipeline(), instrument(), tmp_path / "b", CPU)
+    alone = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path / "b", CPU)
     fresh = snapshot(alone.start_fold(folds[1]))
     assert continued.keys() == fresh.keys()
     for key in fresh:

@@ -73,6 +73,6 @@ def test_agent_finds_nothing_in_pure_noise(tmp_path):
     ctx = trainer.start_fold(trainer.folds[0])
     from foxhunt.training.checkpoint import load_checkpoint
 
-    load_checkpoint(tmp_path / "checkpoints" / "fold0.pt", ctx.learner.online)
+    load_checkpoint(tmp_path / "checkpoints" / "fold0.pt", ctx.learner.policy_net)
     test = trainer.evaluate(ctx, ctx.test_market, ctx.fold.test, chunks=1)
     assert t_stat(test.pnl) < 2.0, test.summary()

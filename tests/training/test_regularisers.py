@@ -4,8 +4,13 @@ observations' market features ([agent] input_noise) and decoupled weight decay
 
 from __future__ import annotations
 
+import pytest
 import torch
 
+from foxhunt.errors import ConfigError
+from foxhunt.training.trainer import WalkForwardTrainer
+
+from .builders import instrument, pipeline, synth, tiny_spec
 from .test_reference_update import make_learner
 
 
@@ -82,16 +87,29 @@ def flat_params(net):
     return torch.cat([p.detach().flatten() for p in net.parameters()])
 
 
+def averaging_learner(tmp_path, average_epochs: float):
+    """`make_learner` with [train] average_epochs: tiny_spec's epochs hold 10 updates, so
+    average_epochs = 10 is a Polyak rate of 0.01 and 0.1 (or less) a rate of 1."""
+    trainer = WalkForwardTrainer(tiny_spec(average_epochs=average_epochs),
+                                 synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
+                                 tmp_path, torch.device("cpu"))
+    learner = trainer.start_fold(trainer.folds[0]).learner
+    learner.run_collect(8)
+    return learner
+
+
 def test_the_weight_average_trails_the_online_network_at_its_rate(tmp_path):
-    """[agent] average_rate keeps a Polyak average of the online weights, which the fold then
+    """[train] average_epochs keeps a Polyak average of the online weights, which the fold then
     judges and deploys (`policy_net`); at rate 1 it is the online network's last step, at a
     small rate it stays near where the fold started. The step is taken where the target's is,
     when the next batch is staged (one update ahead; see `Learner.prime`), so at rate 1 the
     average is the online network before its latest update."""
-    plain = make_learner(tmp_path / "a", {})
+    plain = averaging_learner(tmp_path / "a", 0.0)
     assert plain.averaged is None and plain.policy_net is plain.online
-    follow = make_learner(tmp_path / "b", {"average_rate": 1.0, "lr": 1e-3})
-    slow = make_learner(tmp_path / "c", {"average_rate": 0.01, "lr": 1e-3})
+    follow = averaging_learner(tmp_path / "b", 0.1)
+    slow = averaging_learner(tmp_path / "c", 10.0)
+    assert follow.spec.train.average_rate() == 1.0 and slow.spec.train.average_rate() == 0.01
+    assert follow.averaged.support is follow.online.support  # C51's one support (an adaptive one moves)
     start = flat_params(slow.online)
     for learner in (follow, slow):
         assert learner.policy_net is learner.averaged
@@ -107,8 +125,15 @@ def test_the_weight_average_trails_the_online_network_at_its_rate(tmp_path):
 
 def test_a_weight_average_changes_no_random_draw_of_the_run(tmp_path):
     """The average only reads the online weights: the same seed trains the same online network."""
-    plain = make_learner(tmp_path / "a", {})
-    averaged = make_learner(tmp_path / "b", {"average_rate": 0.1})
+    plain = averaging_learner(tmp_path / "a", 0.0)
+    averaged = averaging_learner(tmp_path / "b", 0.5)
     for learner in (plain, averaged):
         learner.run_updates(10)
     assert torch.equal(flat_params(plain.online), flat_params(averaged.online))
+
+
+def test_the_average_needs_a_sized_budget_and_spans_epochs():
+    train = tiny_spec(average_epochs=0.5).train
+    assert train.average_rate() == 2 / (0.5 * 20)
+    with pytest.raises(ConfigError, match="updates_per_fold"):
+        train.model_copy(update={"updates_per_fold": None}).average_rate()

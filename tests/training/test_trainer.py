@@ -81,17 +81,15 @@ def test_test_windows_follow_validation_windows(market, tmp_path):
         assert f.train.start >= pipeline().warmup + tiny_spec().env.window - 1
 
 
-@pytest.mark.parametrize("average_rate", [0.0, 0.05])
+@pytest.mark.parametrize("average_epochs", [0.0, 0.5])
 def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at_the_end(
-        market, tmp_path, average_rate):
+        market, tmp_path, average_epochs):
     """Model selection sees validation only: the kept model is the epoch with the highest
     validation Sharpe (validated beside the training slice every epoch, then once more for the
     kept model's row and the deploy decision), and each fold's test window is rolled out once,
     after that. With a weight average the average is what is judged, kept and saved."""
     epochs = 4
-    spec = tiny_spec(epochs=epochs)
-    spec = spec.model_copy(update={"agent": spec.agent.model_copy(
-        update={"average_rate": average_rate})})
+    spec = tiny_spec(epochs=epochs, average_epochs=average_epochs)
     trainer = make(market, tmp_path, deploying_always(spec))
     calls, val_runs = [], []
     evaluate = trainer.evaluate_windows
@@ -145,11 +143,9 @@ def test_graph_block_sizes_change_nothing_on_the_cpu(market, tmp_path):
     assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
 
 
-@pytest.mark.parametrize("average_rate", [0.0, 0.05])
-def test_resume_continues_after_an_interruption(market, tmp_path, average_rate):
-    spec = tiny_spec(epochs=3)
-    spec = spec.model_copy(update={"agent": spec.agent.model_copy(
-        update={"average_rate": average_rate})})
+@pytest.mark.parametrize("average_epochs", [0.0, 0.5])
+def test_resume_continues_after_an_interruption(market, tmp_path, average_epochs):
+    spec = tiny_spec(epochs=3, average_epochs=average_epochs)
 
     def crash_after_fold1_epoch0(line):
         if line["fold"] == 1 and line["epoch"] == 0:
@@ -309,7 +305,7 @@ def test_the_test_window_steps_the_baselines_beside_the_model(market, tmp_path):
     trainer._finish_fold = keep
     report = trainer.run().folds[0]
     ctx = kept["ctx"]
-    net = ctx.learner.online.eval()
+    net = ctx.learner.policy_net.eval()
     args = (ctx.test_market, spec.env, ctx.fold.test, spec.train.capital)
     assert report.deployed == "agent"
     assert report.test == rollout(greedy_policy(net), *args).summary()

@@ -101,6 +101,12 @@ class TrainConfig(StrictConfig):
     updates_per_fold: int | None = Field(
         default=None, gt=0, description="gradient updates per fold; None: the GPU profile's"
     )
+    average_epochs: float = Field(
+        default=0.0, ge=0,
+        description="the fold validates, tests and deploys a Polyak average of the online "
+        "weights over about this many epochs' updates instead of the online network itself "
+        "(docs/training.md); 0: the online network",
+    )
     replay_ratio: float = Field(
         default=4.0, gt=0,
         description="gradient samples per collected env transition (updates x batch_size / "
@@ -123,6 +129,16 @@ class TrainConfig(StrictConfig):
     eval_windows: int = Field(
         default=8, ge=1, description="chunks a validation/test window is split into for evaluation"
     )
+
+    def average_rate(self) -> float:
+        """The weight average's Polyak rate, 1 / (average_epochs x updates an epoch), at most 1;
+        0 without an average. Needs the profile-sized `updates_per_fold`."""
+        if self.average_epochs == 0:
+            return 0.0
+        if self.updates_per_fold is None:
+            raise ConfigError("[train] updates_per_fold is unset: size the spec for a GPU "
+                              "profile first (TrainingSpec.sized_for)")
+        return min(1.0, self.epochs / (self.average_epochs * self.updates_per_fold))
 
     def budget(self) -> FoldBudget:
         """The fold's schedule: updates and collect steps per epoch. Needs the profile-sized

@@ -122,7 +122,7 @@ class Learner:
             ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.averaged: BranchingQNetwork | None = None  # see `policy_net`
-        if a.average_rate > 0:
+        if t.average_rate() > 0:
             self.averaged = copy.deepcopy(self.online).requires_grad_(False)
         for net in (self.online, self.target):  # see `apply_gradients`
             net.use_working_weights(self.fast.compute_dtype)
@@ -157,7 +157,7 @@ class Learner:
                 self.support_seen = self._support_limits[0].clone()
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._average = (None if self.averaged is None
-                         else PolyakUpdate(self.averaged, self.online, a.average_rate))
+                         else PolyakUpdate(self.averaged, self.online, t.average_rate()))
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
@@ -179,7 +179,7 @@ class Learner:
     @property
     def policy_net(self) -> BranchingQNetwork:
         """The network the fold validates, tests and deploys: the running average of the online
-        weights where `[agent] average_rate` > 0, else the online network. Averaging damps the
+        weights where `[train] average_epochs` > 0, else the online network. Averaging damps the
         epoch-to-epoch swings of a policy fitted to noisy returns (Polyak & Juditsky, 1992)."""
         return self.online if self.averaged is None else self.averaged
 

@@ -53,12 +53,6 @@ class AgentConfig(StrictConfig):
     kappa: float = Field(default=1.0, gt=0, description="quantile Huber threshold")
     aux_weight: float = Field(default=0.1, ge=0, description="weight of the direction-head loss")
     tau: float = Field(default=0.005, gt=0, le=1, description="Polyak rate of the target network")
-    average_rate: float = Field(
-        default=0.0, ge=0, le=1,
-        description="Polyak rate of a running average of the online weights that the fold "
-        "validates, tests and deploys in the online network's place (an average over about "
-        "1 / rate updates); 0: the online network itself",
-    )
     lr: float = Field(default=1e-4, gt=0)
     adam_eps: float = Field(default=1.5e-4, gt=0)
     grad_clip: float = Field(default=10.0, gt=0, description="gradient clip: total L2 norm")
