@@ -11,6 +11,7 @@ from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
 from .test_pipelined_update import assert_working_weights_are_composed
+from .test_regularisers import flat_params
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 CUDA = torch.device("cuda") if torch.cuda.is_available() else None
@@ -246,13 +247,12 @@ def test_replayed_graphs_step_the_weight_average(tmp_path):
                      average_epochs=2.0)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
     lr = trainer.start_fold(trainer.folds[0]).learner
-    start = torch.cat([p.detach().flatten().clone() for p in lr.averaged.parameters()])
+    start = flat_params(lr.averaged)
     lr.run_collect(8)
     lr.run_updates(40)
     torch.cuda.synchronize()
     assert lr.update.captured
-    averaged = torch.cat([p.detach().flatten() for p in lr.averaged.parameters()])
-    online = torch.cat([p.detach().flatten() for p in lr.online.parameters()])
+    averaged, online = flat_params(lr.averaged), flat_params(lr.online)
     assert 0 < (averaged - start).norm() < (online - start).norm()
     result = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path / "run",
                                 CUDA).run()

@@ -20,8 +20,10 @@ HEADS = {"c51": {}, "iqn": {"head": "iqn"}, "c51_no_dueling": {"dueling": False}
          "noisy_trunk": {"noisy_trunk": True}}
 
 
-def make_learner(tmp_path, agent: dict):
-    spec = tiny_spec()
+def make_learner(tmp_path, agent: dict, **train):
+    """tiny_spec's first fold's learner with `agent` keys set (and `train` [train] keys), after
+    8 collect steps."""
+    spec = tiny_spec(**train)
     spec = spec.model_copy(update={"agent": spec.agent.model_copy(update=agent)})
     trainer = WalkForwardTrainer(spec, synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
                                  tmp_path, CPU)

@@ -8,9 +8,8 @@ import pytest
 import torch
 
 from foxhunt.errors import ConfigError
-from foxhunt.training.trainer import WalkForwardTrainer
 
-from .builders import instrument, pipeline, synth, tiny_spec
+from .builders import tiny_spec
 from .test_reference_update import make_learner
 
 
@@ -90,12 +89,7 @@ def flat_params(net):
 def averaging_learner(tmp_path, average_epochs: float):
     """`make_learner` with [train] average_epochs: tiny_spec's epochs hold 10 updates, so
     average_epochs = 10 is a Polyak rate of 0.01 and 0.1 (or less) a rate of 1."""
-    trainer = WalkForwardTrainer(tiny_spec(average_epochs=average_epochs),
-                                 synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
-                                 tmp_path, torch.device("cpu"))
-    learner = trainer.start_fold(trainer.folds[0]).learner
-    learner.run_collect(8)
-    return learner
+    return make_learner(tmp_path, {}, average_epochs=average_epochs)
 
 
 def test_the_weight_average_trails_the_online_network_at_its_rate(tmp_path):

@@ -121,8 +121,9 @@ class Learner:
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
             ).to(device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
+        average_rate = t.average_rate()
         self.averaged: BranchingQNetwork | None = None  # see `policy_net`
-        if t.average_rate() > 0:
+        if average_rate > 0:
             self.averaged = copy.deepcopy(self.online).requires_grad_(False)
         for net in (self.online, self.target):  # see `apply_gradients`
             net.use_working_weights(self.fast.compute_dtype)
@@ -157,7 +158,7 @@ class Learner:
                 self.support_seen = self._support_limits[0].clone()
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._average = (None if self.averaged is None
-                         else PolyakUpdate(self.averaged, self.online, t.average_rate()))
+                         else PolyakUpdate(self.averaged, self.online, average_rate))
         # Per env, summed over the envs only when read: a collect step then has no reduction, so
         # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
         n_mix = a.n_branches * a.n_actions
