@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end `foxhunt train` wall time on a synthetic trend market, as a user runs it:
 #   bash scripts/e2e_train.sh [BARS] [FOLDS] [extra foxhunt train args...]
+# FH_GLOBAL="--config FILE" passes global foxhunt options (they go before the subcommand).
 # Prints the wall time and the phase split from timings.jsonl; the run lands in $OUT/e2e.
 # Needs the wheels in .whl (run with carry [".whl"]).
 set -uo pipefail
@@ -12,7 +13,7 @@ export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 FOXHUNT_HOME=/tmp/fxhome
 rm -rf /tmp/fxhome "$OUT/e2e"
 python3 -m foxhunt data synth --symbol SYN --family trend --bars "$BARS" --seed 7 > /dev/null
 start=$(date +%s.%N)
-python3 -m foxhunt train SYN --folds "$FOLDS" --out "$OUT/e2e" "$@" 2>&1 | tail -25
+python3 -m foxhunt ${FH_GLOBAL:-} train SYN --folds "$FOLDS" --out "$OUT/e2e" "$@" 2>&1 | tail -25
 end=$(date +%s.%N)
 python3 - "$OUT/e2e" "$start" "$end" <<'PY'
 import json, sys

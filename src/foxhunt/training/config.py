@@ -102,7 +102,7 @@ class TrainConfig(StrictConfig):
         default=None, gt=0, description="gradient updates per fold; None: the GPU profile's"
     )
     average_epochs: float = Field(
-        default=0.0, ge=0,
+        default=0.5, ge=0,
         description="the fold validates, tests and deploys a Polyak average of the online "
         "weights over about this many epochs' updates instead of the online network itself "
         "(docs/training.md); 0: the online network",
