@@ -372,10 +372,16 @@ def meta(device: torch.device) -> dict[str, Any]:
 def emit(name: str, device: torch.device, results: dict[str, Any], out: str | None) -> None:
     """Print `{"benchmark": name, "meta": ..., **results}` on stdout and write it to `out`."""
     doc = {"benchmark": name, "meta": meta(device), **results}
-    text = json.dumps(doc, indent=2)
     if out:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text + "\n")
-        log(f"wrote {path}")
-    print(text, flush=True)
+        write_json(Path(out), doc)
+        log(f"wrote {out}")
+    print(json.dumps(doc, indent=2), flush=True)
+
+
+def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write `doc` whole or not at all (a temp file renamed over `path`): a benchmark killed
+    mid-write leaves the previous document, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)

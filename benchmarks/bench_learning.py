@@ -22,7 +22,8 @@ Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is ov
 per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
 
 Prints one JSON document on stdout (progress and the table go to stderr); `--markdown FILE`
-also writes the table as markdown.
+also writes the table as markdown. `--out FILE` is rewritten after every finished fold
+(`"complete": false` until the last), so a run stopped by a time limit keeps what it finished.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import emit, log, resolve_device
+from _common import emit, log, meta, resolve_device, write_json
 
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
 from foxhunt.config import load_settings
@@ -173,7 +174,10 @@ def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
 
 
 def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir: Path,
-            agent: bool) -> dict[str, Any]:
+            agent: bool, on_fold: Callable[[dict[str, Any]], None] | None = None
+            ) -> dict[str, Any]:
+    """One market and seed: the baselines on every fold, then (with `agent`) the walk-forward
+    run; `on_fold(doc)` gets the seed's document each time a fold's agent result is in it."""
     spec = agent_spec(args, seed)
     pipeline = FeaturePipeline(load_settings(args.config).settings.features,
                                market.instrument.session)
@@ -194,28 +198,38 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
                            "episode_len": spec.env.episode_len, "folds": out_folds}
     if agent:
         trainer.on_epoch = _epoch_logger(market.name, seed, spec.train.epochs)
+        rows = iter(out_folds)
+
+        def fold_done(report: Any) -> None:
+            _record_agent(next(rows), report)
+            if on_fold:
+                on_fold(doc)
+
+        trainer.on_fold = fold_done
         t0 = time.perf_counter()
-        result = trainer.run()
+        trainer.run()
         doc["agent_s"] = round(time.perf_counter() - t0, 1)
-        for row, report in zip(out_folds, result.folds, strict=True):
-            assert row["windows"] == report.windows, "trainer and baselines disagree on windows"
-            row["test"]["agent"] = {k: report.test[k] for k in
-                                    ("sharpe", "pnl", "return", "max_drawdown", "trades", "flat",
-                                     "bars")}
-            row["agent_best_epoch"] = report.best_epoch
-            row["agent_val_sharpe"] = report.val["sharpe"]
-            # Where the trainer decides on validation whether a fold deploys the agent or flat,
-            # the test result is that of what was deployed.
-            for key in ("deployed", "reason"):
-                if hasattr(report, key):
-                    row[f"agent_{key}"] = getattr(report, key)
-            # And what the chosen model would have done there, had it been deployed.
-            if getattr(report, "undeployed_test", None) is not None:
-                row["test"]["agent_undeployed"] = {k: report.undeployed_test[k] for k in
-                                                   ("sharpe", "return", "trades", "flat")}
-            # The trainer's own buy-and-hold rollout: the same fill model, so it should match.
-            row["trainer_buy_and_hold_sharpe"] = report.baselines["buy_and_hold"]["sharpe"]
     return doc
+
+
+def _record_agent(row: dict[str, Any], report: Any) -> None:
+    """A fold's agent result, beside the fold's baselines in `row`."""
+    assert row["windows"] == report.windows, "trainer and baselines disagree on windows"
+    row["test"]["agent"] = {k: report.test[k] for k in
+                            ("sharpe", "pnl", "return", "max_drawdown", "trades", "flat", "bars")}
+    row["agent_best_epoch"] = report.best_epoch
+    row["agent_val_sharpe"] = report.val["sharpe"]
+    # Where the trainer decides on validation whether a fold deploys the agent or flat, the
+    # test result is that of what was deployed.
+    for key in ("deployed", "reason"):
+        if hasattr(report, key):
+            row[f"agent_{key}"] = getattr(report, key)
+    # And what the chosen model would have done there, had it been deployed.
+    if getattr(report, "undeployed_test", None) is not None:
+        row["test"]["agent_undeployed"] = {k: report.undeployed_test[k] for k in
+                                           ("sharpe", "return", "trades", "flat")}
+    # The trainer's own buy-and-hold rollout: the same fill model, so it should match.
+    row["trainer_buy_and_hold_sharpe"] = report.baselines["buy_and_hold"]["sharpe"]
 
 
 def _epoch_logger(name: str, seed: int, epochs: int) -> Callable[[dict[str, Any]], None]:
@@ -323,6 +337,29 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _market_row(market: Market, summary: dict[str, Any] | None,
+                runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"market": market.name, "kind": market.kind, "source": market.source,
+            "instrument": market.instrument.symbol, "periods_per_year": market.periods_per_year,
+            "summary": summary, "seeds": runs}
+
+
+def _partial_writer(out: str | None, device, settings: dict[str, Any], rows: list[dict[str, Any]],
+                    market: Market, runs: list[dict[str, Any]]
+                    ) -> Callable[[dict[str, Any]], None] | None:
+    """After each fold, `--out` gets the document so far (`"complete": false`, the running
+    market without a summary, folds not yet trained without an agent result): a run stopped by
+    a time limit keeps every fold it finished."""
+    if not out:
+        return None
+
+    def write(seed_doc: dict[str, Any]) -> None:
+        write_json(Path(out), {"benchmark": "learning", "meta": meta(device), "complete": False,
+                               "settings": settings,
+                               "markets": [*rows, _market_row(market, None, [*runs, seed_doc])]})
+    return write
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markets", default=",".join(MARKETS),
@@ -355,26 +392,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick and args.bars == parser.get_default("bars"):
         args.bars = 4_000
     device = resolve_device(args.device)
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in names:
-            runs = []
-            for seed in seeds:
-                market = load_market(name, args.bars, seed)
-                log(f"{name} seed {seed}: {len(market.bars):,} bars")
-                try:
-                    runs.append(run_one(market, seed, args, device, Path(tmp),
-                                        agent=not args.rules_only))
-                except FoxhuntError as exc:
-                    raise SystemExit(f"{name} seed {seed}: {exc}") from None
-            rows.append({"market": name, "kind": market.kind, "source": market.source,
-                         "instrument": market.instrument.symbol,
-                         "periods_per_year": market.periods_per_year,
-                         "summary": summarise(market, runs), "seeds": runs})
-    text = table(rows)
-    print(text, file=sys.stderr)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
     settings = {"markets": names, "seeds": seeds, "bars": args.bars, "folds": args.folds,
                 "rules_only": args.rules_only, "quick": args.quick, "ar_signal_strength": AR_SIGNAL,
                 "rules": {"sma": [list(x) for x in SMA_GRID], "zfade": [list(x) for x in ZFADE_GRID]},
@@ -382,7 +399,25 @@ def main(argv: list[str] | None = None) -> None:
                 "targets": {"rule": RULE_TARGET, "oracle": ORACLE_TARGET, "null_t": NULL_T}}
     if not args.rules_only:
         settings["agent_spec"] = agent_spec(args, seeds[0]).model_dump(mode="json")
-    emit("learning", device, {"settings": settings, "markets": rows}, args.out)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            runs: list[dict[str, Any]] = []
+            for seed in seeds:
+                market = load_market(name, args.bars, seed)
+                log(f"{name} seed {seed}: {len(market.bars):,} bars")
+                partial = _partial_writer(args.out, device, settings, rows, market, runs)
+                try:
+                    runs.append(run_one(market, seed, args, device, Path(tmp),
+                                        agent=not args.rules_only, on_fold=partial))
+                except FoxhuntError as exc:
+                    raise SystemExit(f"{name} seed {seed}: {exc}") from None
+            rows.append(_market_row(market, summarise(market, runs), runs))
+    text = table(rows)
+    print(text, file=sys.stderr)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    emit("learning", device, {"complete": True, "settings": settings, "markets": rows}, args.out)
 
 
 if __name__ == "__main__":

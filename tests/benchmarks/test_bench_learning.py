@@ -66,3 +66,27 @@ def test_a_tiny_agent_is_judged_on_the_rules_test_windows(tmp_path):
     s = m["summary"]
     assert s["agent"]["n"] == 1 and isinstance(s["pass"], bool)
     assert doc["settings"]["agent_spec"]["train"]["epochs"] == 1
+
+
+def test_each_finished_fold_is_written_before_the_run_ends(tmp_path, monkeypatch):
+    """A run stopped by a time limit keeps the folds it finished: `--out` holds the document so
+    far after every fold, marked incomplete, and the whole document at the end."""
+    written: list[dict] = []
+    real_write = bench_learning.write_json
+
+    def spy(path: Path, doc: dict) -> None:
+        real_write(path, doc)
+        written.append(json.loads(path.read_text()))
+
+    monkeypatch.setattr(bench_learning, "write_json", spy)
+    doc = _run(tmp_path, "--quick", "--markets", "trend", "--seeds", "0", "--folds", "2",
+               "--epochs", "1")
+    partial = [d for d in written if d["complete"] is False]
+    assert len(partial) == 2
+    first = partial[0]["markets"][0]
+    assert first["summary"] is None
+    assert "agent" in first["seeds"][0]["folds"][0]["test"]
+    assert "agent" not in first["seeds"][0]["folds"][1]["test"]
+    assert all("agent" in f["test"] for f in partial[1]["markets"][0]["seeds"][0]["folds"])
+    assert doc["complete"] is True and doc["markets"][0]["summary"]["agent"]["n"] == 1
+    assert not list(tmp_path.glob(".*.tmp"))
