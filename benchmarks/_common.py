@@ -30,6 +30,7 @@ import torch
 
 from foxhunt import devices
 from foxhunt.errors import ConfigError
+from foxhunt.fileio import write_text_atomic
 
 _T0 = time.perf_counter()
 
@@ -369,9 +370,14 @@ def meta(device: torch.device) -> dict[str, Any]:
     }
 
 
+def document(name: str, device: torch.device, results: dict[str, Any]) -> dict[str, Any]:
+    """A benchmark's JSON document: `{"benchmark": name, "meta": ..., **results}`."""
+    return {"benchmark": name, "meta": meta(device), **results}
+
+
 def emit(name: str, device: torch.device, results: dict[str, Any], out: str | None) -> None:
-    """Print `{"benchmark": name, "meta": ..., **results}` on stdout and write it to `out`."""
-    doc = {"benchmark": name, "meta": meta(device), **results}
+    """Print `document(name, device, results)` on stdout and write it to `out`."""
+    doc = document(name, device, results)
     if out:
         write_json(Path(out), doc)
         log(f"wrote {out}")
@@ -381,7 +387,4 @@ def emit(name: str, device: torch.device, results: dict[str, Any], out: str | No
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     """Write `doc` whole or not at all (a temp file renamed over `path`): a benchmark killed
     mid-write leaves the previous document, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(json.dumps(doc, indent=2) + "\n", path)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import emit, log, meta, resolve_device, write_json
+from _common import document, emit, log, resolve_device, write_json
 
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
 from foxhunt.config import load_settings
@@ -354,9 +354,9 @@ def _partial_writer(out: str | None, device, settings: dict[str, Any], rows: lis
         return None
 
     def write(seed_doc: dict[str, Any]) -> None:
-        write_json(Path(out), {"benchmark": "learning", "meta": meta(device), "complete": False,
-                               "settings": settings,
-                               "markets": [*rows, _market_row(market, None, [*runs, seed_doc])]})
+        write_json(Path(out), document("learning", device, {
+            "complete": False, "settings": settings,
+            "markets": [*rows, _market_row(market, None, [*runs, seed_doc])]}))
     return write
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src" / "foxhunt"
 ALLOWED = {"foxhunt.tune", "foxhunt.training", "foxhunt.backtest", "foxhunt.data",
            "foxhunt.features", "foxhunt.env", "foxhunt.agents", "foxhunt.replay", "foxhunt.metrics",
-           "foxhunt.profiles", "foxhunt.devices", "foxhunt.errors", "foxhunt.configbase"}
+           "foxhunt.profiles", "foxhunt.devices", "foxhunt.errors", "foxhunt.configbase",
+           "foxhunt.fileio"}
 BELOW = ("data", "features", "env", "agents", "replay", "training", "backtest", "orders",
          "portfolio", "risk", "execution")
 

@@ -12,7 +12,6 @@ number, and the trader folds the log again and goes on).
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +20,7 @@ import typer
 
 from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, fmt_ts, out
 from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.fileio import write_text_atomic
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
                        no_args_is_help=True)
@@ -101,13 +101,6 @@ def _parse_speed(speed: str) -> float | None:
     raise ConfigError(f"--speed {speed!r}: use max, realtime or a factor like 10x")
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 @app.command()
 def paper(
     ctx: typer.Context,
@@ -179,7 +172,7 @@ def paper(
             raise FoxhuntError(f"--resume: {', '.join(diff)} differ from the run being resumed "
                                f"({meta_path}); give the same arguments")
     else:
-        _atomic_write(meta_path, json.dumps(meta, indent=1))
+        write_text_atomic(json.dumps(meta, indent=1), meta_path)
     contract = Contract.from_instrument(instrument)
     venue = SimulatedVenue({symbol: contract}, env.slippage_ticks,
                            journal=_trading_dir(ctx) / f"{account}.venue.jsonl")

@@ -10,13 +10,12 @@ Content-Security-Policy forbids every network fetch. The renderer records its pr
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from functools import cache
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from foxhunt.fileio import write_text_atomic
 from foxhunt.report.charts import Charts
 from foxhunt.report.data import ReportData, Series, normalise
 from foxhunt.report.decimate import MAX_CHART_POINTS
@@ -53,24 +52,6 @@ def write_report(
 ) -> Path:
     """Render `data` and write it to `path` atomically (temp file + rename); returns the path."""
     return write_text_atomic(render_report(data, max_points), path)
-
-
-def write_text_atomic(text: str, path: Path | str) -> Path:
-    """Write a page to `path` through a synced temp file and a rename; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 class _Page:

@@ -19,7 +19,8 @@ from typing import Any
 
 from foxhunt.report.charts import PALETTE, Charts
 from foxhunt.report.decimate import MAX_CHART_POINTS
-from foxhunt.report.html import CSP, FOOTER, UPLOT_VERSION, asset, write_text_atomic
+from foxhunt.fileio import write_text_atomic
+from foxhunt.report.html import CSP, FOOTER, UPLOT_VERSION, asset
 
 STATE_COLOURS = {"complete": "#2563eb", "pruned": "#f59e0b", "fail": "#dc2626"}
 SVG_WIDTH, SVG_HEIGHT = 1200, 340

@@ -27,7 +27,6 @@ equal shapes and envs of equal bounds: folds 2..k reuse what fold 1 compiled.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,6 +42,7 @@ from foxhunt.devices import resolve_device
 from foxhunt.env.market import MarketTensors
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features.mirror import FeatureMirror
+from foxhunt.fileio import write_text_atomic
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
 from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
@@ -150,9 +150,7 @@ class FoldContext:
 
 
 def _write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    os.replace(tmp, path)
+    write_text_atomic(json.dumps(doc, indent=2), path)
 
 
 class WalkForwardTrainer:

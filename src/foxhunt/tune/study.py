@@ -32,6 +32,7 @@ from pydantic import Field
 
 from foxhunt.configbase import StrictConfig
 from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.fileio import write_text_atomic
 from foxhunt.training.trainer import RunResult, WalkForwardTrainer
 from foxhunt.tune.objective import (
     COMPLETE,
@@ -440,9 +441,7 @@ def write_summary(study, root: Path, config: TuneConfig, source: dict[str, Any],
 
 
 def write_json(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=_plain))
-    os.replace(tmp, path)
+    write_text_atomic(json.dumps(doc, indent=2, default=_plain), path)
 
 
 def _plain(o: Any) -> Any:

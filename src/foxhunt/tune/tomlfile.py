@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from foxhunt.configbase import read_toml
 from foxhunt.features.config import FeatureConfig
+from foxhunt.fileio import write_text_atomic
 from foxhunt.training.config import TrainingSpec, _merged
 from foxhunt.tune.space import apply, overrides
 
@@ -82,10 +82,6 @@ def _value(value: Any) -> str:
 
 def write_toml(path: Path, doc: Mapping[str, Any], header: list[str] | None = None) -> Path:
     """Write atomically and read back: what is written parses to `doc`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(toml_text(doc, header))
-    os.replace(tmp, path)
+    path = write_text_atomic(toml_text(doc, header), path)
     read_toml(path)
     return path
