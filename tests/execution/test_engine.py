@@ -162,8 +162,8 @@ def test_a_breaker_halts_and_then_orders_are_denied(venue):
     assert eng.submit(buy(1), T0 + 4).reason.startswith("trading state HALTED")
 
 
-def test_flatten_on_breach_fires_the_kill_switch(venue):
-    eng = engine(venue=venue, max_drawdown=Decimal(500), flatten_on_breach=True)
+def test_a_breaker_fires_the_kill_switch_by_default(venue):
+    eng = engine(venue=venue, max_drawdown=Decimal(500))
     eng.mark("ES", 4500, T0)
     eng.submit(buy(1, client_order_id="s"), T0 + 1)
     eng.on_report(v.Filled(client_order_id="s", ts_ns=T0 + 2, fill_id="f", quantity=1,
@@ -286,4 +286,5 @@ def test_a_breaker_tripped_by_a_deferred_mark_is_logged_at_once_with_the_mark(ve
     seq = eng.store.last_seq()
     eng.mark("ES", "4490.00", T0 + 3, defer=True)
     assert eng.trading_state is TradingState.HALTED and eng.deferred == 0
-    assert kinds(eng, seq) == ["price_marked", "trading_state_changed"]
+    assert kinds(eng, seq)[:4] == ["price_marked", "trading_state_changed",
+                                   "kill_switch_activated", "order_initialized"]

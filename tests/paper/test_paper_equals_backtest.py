@@ -101,14 +101,31 @@ def test_binding_limits_deny_orders_and_say_so(market):
     assert all(abs(f.quantity) <= 1 for f in paper.fills)
 
 
-def test_a_run_a_breaker_halted_ends_open_and_its_trades_are_the_closed_ones(market):
-    """A $1 drawdown limit: the breaker halts trading, the window's last flatten is denied,
-    the position stays open, and its fills are in no trade (no error)."""
+def _breach_run(market, **limits):
     bars, inst = market
-    halting = OPEN_LIMITS.model_copy(update={"max_drawdown": Decimal(1)})
+    tight = OPEN_LIMITS.model_copy(update={"max_drawdown": Decimal(1), **limits})
     trader = paper_trader(bars, inst, load_rule("sma:10,30", bars).decider, (100, 900),
-                          EnvConfig(), risk=halting)
-    paper = trader.run()
-    assert str(trader.engine.trading_state) == "HALTED" and paper.position != 0
-    assert sum(f.quantity for f in paper.fills) == paper.position  # halted in the first trade
-    assert len(trader.trades(paper)) == 0
+                          EnvConfig(), risk=tight)
+    return bars, trader, trader.run()
+
+
+def test_a_breach_flattens_at_the_next_bar_and_the_run_ends_flat(market):
+    """A $1 drawdown limit trips in the first trade: the account halts, the kill switch's
+    flatten fills at the next bar's open (one bar's move past the limit, no more), and the
+    position is closed as a round trip."""
+    bars, trader, paper = _breach_run(market)
+    assert str(trader.engine.trading_state) == "HALTED" and paper.position == 0
+    [halt] = [e for _, e in trader.store.read() if type(e).__name__ == "TradingStateChanged"]
+    kills = [f for f in paper.fills if f.client_order_id.startswith("K")]
+    next_bar = int(np.searchsorted(bars.ts, halt.ts_ns)) + 1
+    assert kills and all(f.bar == next_bar for f in kills)
+    assert sum(f.quantity for f in paper.fills) == 0 and len(trader.trades(paper)) == 1
+
+
+def test_a_breach_with_on_breach_reduce_lets_the_strategy_exit_and_the_run_ends_flat(market):
+    """With on_breach = "reduce" the account goes REDUCING: the strategy's own exit (or the
+    window's last flatten) passes, its entries are denied."""
+    _, trader, paper = _breach_run(market, on_breach="reduce")
+    assert str(trader.engine.trading_state) == "REDUCING" and paper.position == 0
+    assert paper.denied > 0
+    assert len(trader.trades(paper)) >= 1

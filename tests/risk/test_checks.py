@@ -74,10 +74,12 @@ def test_reducing_orders_pass_size_position_and_notional_limits():
     desk.mark("ES", ES_4500)
     desk.hold(5)  # 225,000 of notional, far over the 10,000 limit
     assert desk.check(5, SELL) is None  # larger than max_order_qty, but it only closes
-    assert desk.check(6, SELL).check == "max_order_qty"  # through zero: not only reducing
+    flip = desk.check(6, SELL)  # through zero: only its opening contract is checked
+    assert flip.check == "max_gross_notional" and flip.closing == 5
     desk.send(3, SELL)
     assert desk.check(2, SELL) is None  # with the working sell of 3: still only closes 5
-    assert desk.check(3, SELL).check == "max_order_qty"  # 3 + 3 > 5 would flip the position
+    flip = desk.check(5, SELL)  # 3 + 5 > 5: two of its contracts close, three open
+    assert (flip.check, flip.value, flip.closing) == ("max_order_qty", "3", 2)
 
 
 def test_no_price_denies_fail_closed():
@@ -160,13 +162,17 @@ def test_reducing_state_lets_only_reducing_orders_through(desk):
     assert desk.check(3, SELL).check == "trading_state"  # through zero is not reducing
 
 
-def test_halted_state_denies_everything(desk):
+def test_halted_state_denies_new_risk_but_never_an_exit(desk):
     desk.hold(2)
     desk.apply(desk.risk.state_change(TradingState.HALTED, Cause.MANUAL, 2))
-    denial = desk.check(1, SELL)
+    assert desk.check(1, SELL) is None and desk.check(2, SELL) is None
+    denial = desk.check(1)
     assert denial.message == (
-        "trading state HALTED: no order passes but the kill switch's (SELL 1 ES denied)"
+        "trading state HALTED: only orders that reduce a position pass; BUY 1 ES would take "
+        "the position from +2 to +3"
     )
+    flip = desk.check(5, SELL)
+    assert flip.check == "trading_state" and flip.closing == 2
 
 
 def test_a_modification_is_checked_as_the_order_it_would_become(desk):

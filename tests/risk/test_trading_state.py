@@ -16,7 +16,7 @@ from .desk import ES_4500, Desk
 A, R, H = TradingState.ACTIVE, TradingState.REDUCING, TradingState.HALTED
 
 ALLOWED = {
-    (A, R): {Cause.MANUAL},
+    (A, R): {Cause.MANUAL, Cause.BREAKER},
     (A, H): {Cause.MANUAL, Cause.BREAKER, Cause.KILL_SWITCH},
     (R, A): {Cause.MANUAL},
     (R, H): {Cause.MANUAL, Cause.BREAKER, Cause.KILL_SWITCH},

@@ -103,8 +103,7 @@ class EventCodec:
         if cls is None:
             raise EventCodecError(f"unknown event kind {kind!r} in the log")
         data = json.loads(payload)
-        try:
-            values = {name: dec(data[name]) for name, dec in self._fields[kind]}
-        except (KeyError, TypeError, ValueError, ArithmeticError) as exc:
+        try:  # a field added later with a default is absent from older logs' payloads
+            return cls(**{name: dec(data[name]) for name, dec in self._fields[kind] if name in data})
+        except (TypeError, ValueError, ArithmeticError) as exc:
             raise EventCodecError(f"{kind}: payload does not fit the event ({exc!r})") from None
-        return cls(**values)

@@ -54,6 +54,14 @@ from foxhunt.risk.engine import KILL_SWITCH_TAG, RiskDenial, RiskEngine
 from foxhunt.risk.events import Cause, DrawdownReset, ModifyDenied, TradingState
 
 
+def _as_requested(init: OrderInitialized) -> OrderInitialized:
+    """The request an order was built from (a trimmed order went out smaller)."""
+    if init.requested_quantity is None:
+        return init
+    return dataclasses.replace(init, quantity=init.requested_quantity, requested_quantity=None,
+                               trim_reason="")  # fmt: skip
+
+
 class EngineStopped(TradingError):
     """The engine could not make memory agree with the log; rebuild it from the log."""
 
@@ -243,7 +251,9 @@ class TradingEngine:
         return None if price is None else contract.to_ticks(price)
 
     def submit(self, request: OrderRequest, ts_ns: int) -> Order:
-        """Check a new order against the risk limits; send it, or log why it was denied.
+        """Check a new order against the risk limits; send it, or log why it was denied. An
+        order through zero whose opening part is denied goes out with its closing part only
+        (`order.quantity` smaller than asked, `order.reason` says why).
 
         A request whose client order id is already in the book returns that order and sends
         nothing (a resend after a crash or a retry is not doubled); with different terms it
@@ -264,13 +274,19 @@ class TradingEngine:
         )  # fmt: skip
         if cid in self.book:
             existing = self.book.get(cid)
-            if dataclasses.replace(init, ts_ns=existing.init.ts_ns) == existing.init:
+            if _as_requested(existing.init) == dataclasses.replace(init, ts_ns=existing.init.ts_ns):
                 return existing
             raise DuplicateOrderError(
                 f"client order id {cid!r} is already used by {existing!r}; this request differs"
             )
         denial = self.risk.check_order(init, ts_ns)
-        if denial is not None:
+        if denial is not None and denial.closing:
+            init = dataclasses.replace(
+                init, quantity=denial.closing, requested_quantity=init.quantity,
+                trim_reason=f"{denial.message}; sent {denial.closing} of {init.quantity}, the "
+                "contracts that reduce the position",
+            )  # fmt: skip
+        elif denial is not None:
             self._commit([init, OrderDenied(ts_ns=ts_ns, client_order_id=cid,
                                             check=denial.check, reason=denial.message)])  # fmt: skip
             return self.book.get(cid)
@@ -414,10 +430,14 @@ class TradingEngine:
         if hit is None:
             return
         key, message = hit
+        if self.risk_config.on_breach == "reduce":
+            self._commit([self.risk.state_change(TradingState.REDUCING, Cause.BREAKER, ts_ns,
+                                                 message, check=key)])  # fmt: skip
+            self._kill_orders(self.risk.adding_orders(), {}, ts_ns)
+            return
         self._commit([self.risk.state_change(TradingState.HALTED, Cause.BREAKER, ts_ns,
                                              message, check=key)])  # fmt: skip
-        if self.risk_config.flatten_on_breach:
-            self.kill(ts_ns, f"{key} breaker: {message}")
+        self.kill(ts_ns, f"{key} breaker: {message}")
 
     def set_trading_state(self, state: TradingState, ts_ns: int, reason: str = "") -> None:
         """An operator's change of trading state (leaving HALTED also ends the kill switch)."""

@@ -90,7 +90,11 @@ class OrderEvent(Event):
 
 @event("order_initialized", "{client_order_id}:{KIND}")
 class OrderInitialized(OrderEvent):
-    """The order as the OMS built it from a request; it starts every order's history."""
+    """The order as the OMS built it from a request; it starts every order's history.
+
+    An order that would cross zero, whose opening part a limit denies, goes out with only its
+    closing part (exits always pass): then `quantity` is that part, `requested_quantity` the
+    request's, and `trim_reason` the opening part's denial."""
 
     symbol: str
     side: Side
@@ -101,6 +105,8 @@ class OrderInitialized(OrderEvent):
     stop_ticks: int | None = None
     reduce_only: bool = False
     tag: str = ""  # who asked: a strategy name, "kill_switch", ...
+    requested_quantity: int | None = None
+    trim_reason: str = ""
 
 
 @event("order_denied", "{client_order_id}:{KIND}")

@@ -119,7 +119,7 @@ class Order:
         self.venue_order_id: str | None = None
         self.requests = 0  # cancel and update requests sent so far
         self.fill_ids: set[str] = set()
-        self.reason = ""  # why it was denied, rejected or canceled
+        self.reason = init.trim_reason  # why it was denied, rejected, canceled or trimmed
 
     @property
     def leaves_qty(self) -> int:

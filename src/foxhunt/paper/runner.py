@@ -51,7 +51,7 @@ from foxhunt.execution.store import EventLogError, EventStore
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.errors import TradingError
-from foxhunt.orders.events import OrderFilled
+from foxhunt.orders.events import OrderFilled, OrderPendingUpdate
 from foxhunt.orders.order import Order, OrderRequest
 from foxhunt.orders.state import OrderStatus
 from foxhunt.paper.mirror import CLOSE, MARKET, STOP, EnvMirror
@@ -135,6 +135,59 @@ def check_on_grid(bars: Bars, contract: Contract, lo: int, hi: int) -> None:
                             f"tick grid of {contract.symbol}; paper trading fills in whole ticks")
 
 
+def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str, *,
+              on_fill: Callable[[OrderFilled], None] | None = None) -> dict[str, int]:
+    """Make the log and the venue agree after a restart, or refuse (`ReconciliationError`).
+
+    Every report the venue ever sent is offered to the OMS (those in the log are recognised by
+    event id, the others, a crash's lost fills, are applied); orders the log sent that the
+    venue never took are sent; cancels and updates it never answered are sent again. Then the
+    working orders and the position must be the same on both sides."""
+    counts = {"reports_applied": 0, "orders_sent": 0, "requests_sent": 0}
+
+    def deliver(report) -> bool:
+        event = engine.on_report(report)
+        if isinstance(event, OrderFilled) and on_fill is not None:
+            on_fill(event)
+        return event is not None
+
+    for report in list(venue.history):
+        counts["reports_applied"] += deliver(report)
+    for order in engine.book.working(symbol):
+        if order.client_order_id not in venue.known:
+            engine._call_venue("submit", order)
+            counts["orders_sent"] += 1
+        elif order.status is OrderStatus.PENDING_CANCEL:
+            engine._call_venue("cancel", order)
+            counts["requests_sent"] += 1
+        elif order.status is OrderStatus.PENDING_UPDATE:
+            # an update the venue never answered: ask for what the log says was asked
+            counts["requests_sent"] += 1
+            engine._call_venue("modify", order, None, None, _asked_stop(engine, order))
+    for report in venue.reports():
+        deliver(report)
+    working = {o.client_order_id for o in engine.book.working(symbol)}
+    if working != set(venue.working):
+        raise ReconciliationError(
+            f"working orders differ after reconciliation: the log has {sorted(working)}, "
+            f"the venue {sorted(venue.working)}; refusing to trade")
+    pos, theirs = engine.account.position(symbol), venue.positions.get(symbol, 0)
+    if pos != theirs:
+        raise ReconciliationError(
+            f"{symbol} position differs after reconciliation: the log has {pos:+d}, "
+            f"the venue {theirs:+d}; refusing to trade")
+    return counts
+
+
+def _asked_stop(engine: TradingEngine, order: Order) -> int | None:
+    """The stop price of the order's last update request, from the log."""
+    stop = None
+    for _, event in engine.store.read():
+        if isinstance(event, OrderPendingUpdate) and event.client_order_id == order.client_order_id:
+            stop = event.stop_ticks
+    return stop
+
+
 class PaperTrader:
     """One symbol, one policy, bars [start, stop) of a stored series, one account's log."""
 
@@ -162,16 +215,9 @@ class PaperTrader:
         self.risk = risk or RiskConfig()
         self.account, self.starting_cash = account, Decimal(starting_cash)
         self.speed, self.progress, self.sleep = speed, progress, sleep
-        lo, hi = window
-        if not 0 <= lo < hi <= len(bars):
-            raise ConfigError(f"paper window [{lo}, {hi}) must lie inside the {len(bars)} bars")
-        self.lo, self.hi = lo, hi
-        self.first = max(lo, decider.first)
-        if hi - self.first < 2:
-            raise ConfigError(f"paper window [{lo}, {hi}) leaves no decision: {decider.label} "
-                              f"acts from bar {decider.first}; widen the window")
-        check_on_grid(bars, self.contract, self.first, hi)
-        self.steps = hi - 1 - self.first
+        self.first = self.validate(bars, self.contract, decider, window)
+        self.lo, self.hi = window
+        self.steps = self.hi - 1 - self.first
         if isinstance(decider, AgentDecider):
             decider.set_steps(self.steps)
         self.atr = average_true_range(bars, env.atr_window, instrument.tick_size)
@@ -191,6 +237,20 @@ class PaperTrader:
         self._fill_events: list[OrderFilled] = []  # the log's fills, in its order
         self.engine: TradingEngine | None = None
         self._flushed = time.monotonic()
+
+    @staticmethod
+    def validate(bars: Bars, contract: Contract, decider: RuleDecider | AgentDecider,
+                 window: tuple[int, int]) -> int:  # fmt: skip
+        """Check a run's inputs before anything is opened or written; its first decision bar."""
+        lo, hi = window
+        if not 0 <= lo < hi <= len(bars):
+            raise ConfigError(f"paper window [{lo}, {hi}) must lie inside the {len(bars)} bars")
+        first = max(lo, decider.first)
+        if hi - first < 2:
+            raise ConfigError(f"paper window [{lo}, {hi}) leaves no decision: {decider.label} "
+                              f"acts from bar {decider.first}; widen the window")
+        check_on_grid(bars, contract, first, hi)
+        return first
 
     # --- start, reconcile -----------------------------------------------------------------
 
@@ -220,44 +280,8 @@ class PaperTrader:
         return t, counts
 
     def _reconcile(self) -> dict[str, int]:
-        eng, venue = self.engine, self.venue
-        assert eng is not None
-        counts = {"reports_applied": 0, "orders_sent": 0, "requests_sent": 0}
-        for report in list(venue.history):
-            if self._deliver_one(report) is not None:
-                counts["reports_applied"] += 1
-        for order in eng.book.working(self.symbol):
-            if order.client_order_id not in venue.known:
-                eng._call_venue("submit", order)
-                counts["orders_sent"] += 1
-            elif order.status is OrderStatus.PENDING_CANCEL:
-                eng._call_venue("cancel", order)
-                counts["requests_sent"] += 1
-            elif order.status is OrderStatus.PENDING_UPDATE:
-                # an update the venue never answered: ask for what the log says was asked
-                counts["requests_sent"] += 1
-                eng._call_venue("modify", order, None, None, self._asked_stop(order))
-        self._deliver()
-        working = {o.client_order_id for o in eng.book.working(self.symbol)}
-        if working != set(venue.working):
-            raise ReconciliationError(
-                f"working orders differ after reconciliation: the log has {sorted(working)}, "
-                f"the venue {sorted(venue.working)}; refusing to trade")
-        pos, theirs = eng.account.position(self.symbol), venue.positions.get(self.symbol, 0)
-        if pos != theirs:
-            raise ReconciliationError(
-                f"{self.symbol} position differs after reconciliation: the log has {pos:+d}, "
-                f"the venue {theirs:+d}; refusing to trade")
-        return counts
-
-    def _asked_stop(self, order: Order) -> int | None:
-        """The stop price of the order's last update request, from the log."""
-        stop = None
-        for _, event in self.store.read():
-            if getattr(event, "client_order_id", None) == order.client_order_id and \
-                    type(event).__name__ == "OrderPendingUpdate":
-                stop = event.stop_ticks
-        return stop
+        assert self.engine is not None
+        return reconcile(self.engine, self.venue, self.symbol, on_fill=self._note_fill)
 
     # --- reports --------------------------------------------------------------------------
 
@@ -386,31 +410,45 @@ class PaperTrader:
                 if o.tag == STOP_TAG and o.status is not OrderStatus.PENDING_CANCEL]
 
     def _act(self, t: int, ts: int, decision) -> None:
+        """The decision's market order, then the stop that protects what it leaves. Stops that
+        will not be wanted are canceled first, so that an exit is never read as adding to a
+        position the stop already covers (exits always pass risk; a covered one would not)."""
         eng, sym = self.engine, self.symbol
         assert eng is not None
         pos = eng.account.position(sym)
         pending = sum(o.signed_leaves for o in eng.book.working(sym)
                       if o.order_type is OrderType.MARKET)
-        target = int(decision.target)
-        delta = target - pos - pending
+        delta = int(decision.target) - pos - pending
+        self._cancel_stops_but(ts, self._wanted_stop(decision, pos + pending + delta))
         planned = pos + pending
         if delta:
             order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
                                             client_order_id=f"P{t}", tag=self.decider.label), ts)
             self._deliver()
             if order.status is not OrderStatus.DENIED:
-                planned += delta
-        self._place_stop(t, ts, decision, planned)
+                planned += order.quantity * order.side.sign
+        self._place_stop(t, ts, self._wanted_stop(decision, planned))
         self._deliver()
 
-    def _place_stop(self, t: int, ts: int, decision, planned: int) -> None:
-        """Make the working stop order the env's stop: `planned` contracts behind the level,
-        or none."""
+    def _wanted_stop(self, decision, planned: int) -> tuple[Side, int, int] | None:
+        """The env's stop for a planned position: (side, contracts, stop ticks), or None."""
+        if decision.armed and planned != 0 and _sign(planned) == decision.side:
+            return Side.of(-planned), abs(planned), self.contract.to_ticks(decision.level)
+        return None
+
+    def _cancel_stops_but(self, ts: int, want: tuple[Side, int, int] | None) -> None:
+        eng = self.engine
+        assert eng is not None
+        for order in self._stops():
+            if want is None or (order.side, order.quantity - order.filled_qty) != want[:2]:
+                eng.cancel(order.client_order_id, ts)
+                self._deliver()
+
+    def _place_stop(self, t: int, ts: int, want: tuple[Side, int, int] | None) -> None:
+        """Make the working stop order the env's stop: move the one that matches, cancel the
+        others, or place a new one."""
         eng, sym = self.engine, self.symbol
         assert eng is not None
-        want = None
-        if decision.armed and planned != 0 and _sign(planned) == decision.side:
-            want = (Side.of(-planned), abs(planned), self.contract.to_ticks(decision.level))
         for order in self._stops():
             if want is not None and (order.side, order.quantity - order.filled_qty) == want[:2]:
                 if order.stop_ticks != want[2]:

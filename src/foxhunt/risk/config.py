@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 from pathlib import Path
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from foxhunt.configbase import StrictConfig, read_toml, validate_config
 from foxhunt.errors import ConfigError
@@ -19,61 +20,88 @@ from foxhunt.errors import ConfigError
 _HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
+def _number_not_text(value: Any, info: ValidationInfo) -> Any:
+    """TOML has numbers: `true` or `"7"` for a limit is a mistake, not a 1 or a 7. (The JSON
+    form of a config, written by `model_dump(mode="json")`, carries money as text.)"""
+    if isinstance(value, bool) or (isinstance(value, str) and info.mode != "json"):
+        raise ValueError("expected a number")
+    return value
+
+
+Money = Annotated[Decimal, BeforeValidator(_number_not_text),
+                  Field(ge=0, allow_inf_nan=False)]  # fmt: skip
+Count = Annotated[int, Field(strict=True)]
+Percent = Annotated[Decimal, BeforeValidator(_number_not_text), Field(gt=0, allow_inf_nan=False)]
+
+
 class InstrumentLimits(StrictConfig):
     """Overrides for one instrument; an unset key takes the account-wide value."""
 
-    max_order_qty: int | None = Field(default=None, ge=1)
-    max_position: int | None = Field(default=None, ge=0)
-    price_collar_pct: Decimal | None = Field(default=None, gt=0)
+    max_order_qty: Count | None = Field(default=None, ge=1)
+    max_position: Count | None = Field(default=None, ge=0)
+    price_collar_pct: Percent | None = None
 
 
 class RiskConfig(StrictConfig):
-    max_order_qty: int = Field(default=5, ge=1, description="contracts in one order")
-    max_position: int = Field(
+    max_order_qty: Count = Field(default=5, ge=1, description="contracts in one order")
+    max_position: Count = Field(
         default=5, ge=0,
         description="contracts per instrument, long or short, if every working order on the "
         "order's side filled",
     )  # fmt: skip
-    max_gross_notional: Decimal = Field(
+    max_gross_notional: Money = Field(
         default=Decimal(2_000_000), ge=0,
         description="sum over instruments of |contracts| x last price x point value, with "
         "working orders; 0 = off",
     )  # fmt: skip
-    max_order_rate: int = Field(
+    max_order_rate: Count = Field(
         default=10, ge=1, description="orders and modifications sent per order_rate_window_s"
     )
-    order_rate_window_s: float = Field(default=1.0, gt=0, description="sliding window, seconds")
-    max_orders_per_day: int = Field(default=1000, ge=1, description="orders sent per trading day")
-    price_collar_pct: Decimal = Field(
-        default=Decimal(5), gt=0,
+    order_rate_window_s: float = Field(
+        default=1.0, gt=0, le=86_400, strict=True, allow_inf_nan=False,
+        description="sliding window, seconds",
+    )  # fmt: skip
+    max_orders_per_day: Count = Field(default=1000, ge=1, description="orders sent per trading day")
+    price_collar_pct: Percent = Field(
+        default=Decimal(5),
         description="a limit or stop price may be at most this percent from the last price",
     )  # fmt: skip
-    daily_loss_limit: Decimal = Field(
+    daily_loss_limit: Money = Field(
         default=Decimal(5_000), ge=0,
         description="HALTED once equity falls this far below the day's starting equity; 0 = off",
     )  # fmt: skip
-    max_drawdown: Decimal = Field(
+    max_drawdown: Money = Field(
         default=Decimal(15_000), ge=0,
         description="HALTED once equity falls this far below its peak; 0 = off",
     )  # fmt: skip
-    flatten_on_breach: bool = Field(
-        default=False, description="a tripped breaker also fires the kill switch"
-    )
-    var_confidence: float = Field(default=0.99, gt=0.5, lt=1.0)
-    max_var_historical: Decimal = Field(
+    on_breach: Literal["flatten", "reduce"] = Field(
+        default="flatten",
+        description="a tripped breaker halts and flattens every position (the kill switch), or "
+        "puts the account in REDUCING (orders that add risk are canceled and denied; exits pass)",
+    )  # fmt: skip
+    var_confidence: float = Field(default=0.99, gt=0.5, lt=1.0, strict=True)
+    max_var_historical: Money = Field(
         default=Decimal(0), ge=0,
         description="historical VaR at var_confidence after the order fills; 0 = off",
     )  # fmt: skip
-    max_var_parametric: Decimal = Field(
+    max_var_parametric: Money = Field(
         default=Decimal(0), ge=0,
         description="Gaussian VaR at var_confidence after the order fills; 0 = off",
     )  # fmt: skip
-    var_min_returns: int = Field(
+    var_min_returns: Count = Field(
         default=100, ge=10, description="fewer returns in the window than this: VaR denies"
     )
-    day_tz: str = Field(default="America/Chicago", description="zone of the trading day's close")
-    day_close: str = Field(default="16:00", description="HH:MM: a new trading day starts here")
+    day_tz: str = Field(default="America/Chicago", strict=True, description="zone of the trading day's close")
+    day_close: str = Field(default="16:00", strict=True, description="HH:MM: a new trading day starts here")
     instruments: dict[str, InstrumentLimits] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "flatten_on_breach" in data:
+            raise ValueError("flatten_on_breach was replaced by on_breach = \"flatten\" (the "
+                             "default) or \"reduce\"")
+        return data
 
     @field_validator("day_tz")
     @classmethod

@@ -4,10 +4,13 @@ The risk engine reads the account (positions, last prices, equity) and the order
 orders) and owns the risk counters (`RiskState`). It decides; it never sends anything and never
 changes state itself: the OMS turns its decisions into events, writes them, then applies them.
 
-Checks fail closed: no last price for the instrument, no returns window for a VaR limit, an
-unknown instrument: deny. An order that only reduces a position (opposite side, and with the
-working orders on its side no larger than the position) skips the size, position, notional and
-VaR limits; the kill switch's flatten orders skip every check (the OMS never asks).
+Exits always pass: an order that only reduces a position (opposite side, and with the working
+orders on its side no larger than the position) is never denied by a limit or by the trading
+state; HALTED and REDUCING deny new risk, not exits. An order through zero is checked for its
+opening part only, and when that is denied its closing part may still go out (the OMS sends it
+alone). Checks of new risk fail closed: no last price for the instrument, no returns window for
+a VaR limit, an unknown instrument: deny. The kill switch's flatten orders skip every check (the
+OMS never asks).
 
 Hot path: `check_order` reads plain attributes and ints (limits are compiled once from the
 config); Decimal appears only in the notional check and in the text of a denial.
@@ -15,6 +18,7 @@ config); Decimal appears only in the notional check and in the text of a denial.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -41,6 +45,7 @@ from foxhunt.risk.var import ReturnsWindow
 
 KILL_SWITCH_TAG = "kill_switch"
 _ACTIVE, _HALTED = TradingState.ACTIVE, TradingState.HALTED
+_REDUCING = TradingState.REDUCING
 _BUY = Side.BUY
 
 
@@ -52,6 +57,7 @@ class RiskDenial:
     limit: str
     value: str
     message: str
+    closing: int = 0  # contracts of the order that only reduce: they may go out alone
 
     def __str__(self) -> str:
         return self.message
@@ -166,12 +172,15 @@ class RiskEngine:
             order.reduce_only, ts_ns, order.leaves_qty if order.is_working else 0, False,
         )  # fmt: skip
 
-    def is_reducing(self, symbol: str, side: Side, quantity: int, replacing: int = 0) -> bool:
+    def closing_qty(self, symbol: str, side: Side, quantity: int, replacing: int = 0) -> int:
+        """How many of an order's contracts only reduce the position: those on the opposite
+        side that the position, less the working orders on the order's side, still covers."""
         pos = self._account.position(symbol)
+        if not (pos < 0 if side is _BUY else pos > 0):
+            return 0
         book = self._book
         same = (book.working_buy_qty(symbol) if side is _BUY else book.working_sell_qty(symbol))
-        same -= replacing
-        return (pos < 0 if side is _BUY else pos > 0) and same + quantity <= abs(pos)
+        return max(0, min(quantity, abs(pos) - same + replacing))
 
     def _check(
         self,
@@ -185,30 +194,47 @@ class RiskEngine:
         replacing: int,
         new_order: bool,
     ) -> RiskDenial | None:
-        lim, st, acct, book = self.limits, self.state, self._account, self._book
-        if sym not in lim.contracts:
+        """Exits always pass: an order whose every contract reduces the position is never
+        denied by a limit or a trading state. An order through zero is checked for its opening
+        part only; when that is denied, the denial says how many contracts close (`closing`)."""
+        if sym not in self.limits.contracts:
             return RiskDenial("instrument", "", sym, f"unknown instrument {sym}: no contract spec")
+        closing = self.closing_qty(sym, side, qty, replacing)
+        if closing == qty:
+            return None
+        denial = self._check_opening(sym, side, qty, qty - closing, limit_ticks, stop_ticks,
+                                     reduce_only, ts_ns, replacing, new_order)  # fmt: skip
+        if denial is None or not closing:
+            return denial
+        return dataclasses.replace(denial, closing=closing)
+
+    def _check_opening(
+        self,
+        sym: str,
+        side: Side,
+        qty: int,
+        opening: int,
+        limit_ticks: int | None,
+        stop_ticks: int | None,
+        reduce_only: bool,
+        ts_ns: int,
+        replacing: int,
+        new_order: bool,
+    ) -> RiskDenial | None:
+        lim, st, acct, book = self.limits, self.state, self._account, self._book
         buy = side is _BUY
         pos = acct.position(sym)
         same = (book.working_buy_qty(sym) if buy else book.working_sell_qty(sym)) - replacing
-        reducing = (pos < 0 if buy else pos > 0) and same + qty <= abs(pos)
         signed_total = same + qty if buy else -(same + qty)
         tstate = st.trading_state
         if tstate is not _ACTIVE:
-            if tstate is _HALTED:
-                return RiskDenial(
-                    "trading_state", "HALTED", f"{side} {qty} {sym}",
-                    f"trading state HALTED: no order passes but the kill switch's "
-                    f"({side} {qty} {sym} denied)",
-                )  # fmt: skip
-            if not reducing:
-                return RiskDenial(
-                    "trading_state", "REDUCING", str(pos + signed_total),
-                    f"trading state REDUCING: only orders that reduce a position pass; "
-                    f"{side} {qty} {sym} would take the position from {pos:+d} to "
-                    f"{pos + signed_total:+d}",
-                )  # fmt: skip
-        if reduce_only and not reducing:
+            return RiskDenial(
+                "trading_state", str(tstate), str(pos + signed_total),
+                f"trading state {tstate}: only orders that reduce a position pass; "
+                f"{side} {qty} {sym} would take the position from {pos:+d} to "
+                f"{pos + signed_total:+d}",
+            )  # fmt: skip
+        if reduce_only:
             return RiskDenial(
                 "reduce_only", "reduce only", str(pos + signed_total),
                 f"reduce-only {side} {qty} {sym} would take the position from {pos:+d} to "
@@ -237,13 +263,12 @@ class RiskEngine:
         for price, label in ((limit_ticks, "limit"), (stop_ticks, "stop")):
             if price is not None and abs(price - last) * den > abs(last) * num:
                 return self._collar_denial(sym, label, price, last)
-        if reducing:
-            return None
         max_qty = lim.max_order_qty[sym]
-        if qty > max_qty:
+        if opening > max_qty:
+            part = f" (its opening part {opening})" if opening != qty else ""
             return RiskDenial(
-                "max_order_qty", str(max_qty), str(qty),
-                f"max order quantity {max_qty} {sym}: order is {qty}",
+                "max_order_qty", str(max_qty), str(opening),
+                f"max order quantity {max_qty} {sym}: order is {qty}{part}",
             )  # fmt: skip
         max_pos = lim.max_position[sym]
         projected = pos + signed_total
@@ -359,6 +384,8 @@ class RiskEngine:
         st, lim = self.state, self.limits
         if st.trading_state is _HALTED or not (lim.daily_loss_limit or lim.max_drawdown):
             return None
+        if st.trading_state is _REDUCING and self.config.on_breach == "reduce":
+            return None
         equity = self._account.equity()
         cur = self.currency
         loss = st.day_start_equity - equity
@@ -404,6 +431,15 @@ class RiskEngine:
             events.append(self.state_change(_HALTED, Cause.KILL_SWITCH, ts_ns, reason))
         cancel, flatten = self.kill_work()
         return KillPlan(events, cancel, flatten)
+
+    def adding_orders(self) -> list[Order]:
+        """Working orders that would grow a position if they filled (what REDUCING cancels)."""
+        out = []
+        for o in self._book.working():
+            pos = self._account.position(o.symbol)
+            if o.status is not OrderStatus.PENDING_CANCEL and (pos == 0 or (pos > 0) == (o.side is _BUY)):
+                out.append(o)
+        return out
 
     def kill_work(self) -> tuple[list[Order], dict[str, int]]:
         """What the kill switch still has to do: working orders to cancel (its own flatten

@@ -1,8 +1,8 @@
 """The trading state machine and the risk counters, folded from the event log.
 
-`TRADING_TRANSITIONS[(from, to)]` says which causes may make a change: breakers and the kill
-switch only ever halt; leaving HALTED, and every move to or from REDUCING, is an operator's
-(MANUAL) decision. Anything else raises `IllegalTradingStateChange`.
+`TRADING_TRANSITIONS[(from, to)]` says which causes may make a change: breakers halt or move
+an ACTIVE account to REDUCING (`on_breach`), the kill switch halts; leaving HALTED or REDUCING
+is an operator's (MANUAL) decision. Anything else raises `IllegalTradingStateChange`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ _ANY = frozenset(Cause)
 _MANUAL = frozenset({Cause.MANUAL})
 
 TRADING_TRANSITIONS: dict[tuple[TradingState, TradingState], frozenset[Cause]] = {
-    (A, R): _MANUAL,
+    (A, R): frozenset({Cause.MANUAL, Cause.BREAKER}),
     (A, H): _ANY,
     (R, A): _MANUAL,
     (R, H): _ANY,
