@@ -84,12 +84,21 @@ def test_bad_input_is_one_line(capsys, synth_market, argv, message):
     assert len(err.strip().splitlines()) == 1 and message in err, err
 
 
-def test_default_limits_deny_a_reversal_larger_than_max_order_qty(capsys, synth_market):
-    """3 long to 3 short is a 6-lot order; the default max_order_qty is 5."""
+def test_default_limits_pass_a_reversal_whose_opening_part_fits_and_a_breach_ends_flat(
+        capsys, synth_market):
+    """3 long to 3 short is a 6-lot order; only its opening 3 meet max_order_qty 5. The default
+    breakers halt and flatten: the run ends flat, and nothing after the halt adds risk."""
     doc = run_json(capsys, "paper", *SYN, "--strategy", "sma:10,30", "--account", "a4")
-    assert doc["denied"] > 0
-    denied = run_json(capsys, "orders", "--account", "a4", "--status", "denied")["orders"]
-    assert denied[0]["reason"] == "max order quantity 5 SYN: order is 6"
+    orders = run_json(capsys, "orders", "--account", "a4", "--last", "0")["orders"]
+    assert any(o["quantity"] == 6 and o["status"] == "FILLED" for o in orders)
+    assert not any(o["reason"].startswith("max order quantity") for o in orders)
+    assert doc["position"] == 0
+    status = run_json(capsys, "risk", "status", "--account", "a4")
+    assert (status["trading_state"], status["cause"], status["kill_switch"]) == (
+        "HALTED", "BREAKER", True)
+    assert status["reason"].startswith("daily loss limit 5,000.00 USD")
+    assert all(o["reason"].startswith("trading state HALTED") for o in orders
+               if o["status"] == "DENIED")
 
 
 def test_a_second_run_on_a_used_account_needs_resume(capsys, synth_market):

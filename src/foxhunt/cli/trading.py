@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, fmt_ts, out
+from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, fmt_ts, out
 from foxhunt.errors import ConfigError, FoxhuntError
-from foxhunt.fileio import write_text_atomic
+from foxhunt.orders.contract import money_text
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
                        no_args_is_help=True)
@@ -53,30 +55,54 @@ def _contracts(ctx: typer.Context) -> dict[str, Any]:
     return {s: Contract.from_instrument(reg.get(s)) for s in reg.symbols}
 
 
-def _engine(ctx: typer.Context, account: str, log: str | None, *, must_exist: bool = True):
-    """The account's engine folded from its log (no venue: operator commands only log)."""
+def _files(ctx: typer.Context, account: str, log: str | None):
+    from foxhunt.paper.account_files import AccountFiles
+
+    return AccountFiles.of(_settings(ctx).home, account, log)
+
+
+def _engine(ctx: typer.Context, account: str, log: str | None):
+    """The account's engine folded from its log (no venue: operator commands log; `risk kill`
+    attaches the paper venue itself when no trader runs)."""
     from foxhunt.execution import SqlEventStore, TradingEngine
 
     url = _log_url(ctx, account, log)
-    if must_exist and url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
         raise FoxhuntError(f"account {account!r} has no event log ({url}); start one with "
                            "`foxhunt paper ... --account NAME`")
-    engine = TradingEngine(SqlEventStore(url), _contracts(ctx), _risk_of(ctx, account))
+    risk = _risk_of(_files(ctx, account, log))
+    store = SqlEventStore(url)
+    try:
+        engine = TradingEngine(store, _contracts(ctx), risk)
+    except BaseException:
+        store.close()
+        raise
     if not engine.account.is_open:
-        raise FoxhuntError(f"event log {url} holds no account yet")
-    return engine, url
+        store.close()
+        raise FoxhuntError(f"event log {_shown(url)} holds no account yet")
+    return engine, _shown(url)
 
 
-def _risk_of(ctx: typer.Context, account: str):
-    """The risk limits a paper run of this account was started with (kept beside its log)."""
+def _shown(url: str) -> str:
+    from foxhunt.paper.account_files import hide_password
+
+    return hide_password(url)
+
+
+def _risk_of(files):
+    """The risk limits the account's paper run was started with (kept beside its log)."""
+    import pydantic
+
+    from foxhunt.configbase import describe_validation_error
     from foxhunt.risk.config import RiskConfig
 
-    meta = _trading_dir(ctx) / f"{account}.paper.json"
-    if meta.exists():
-        doc = json.loads(meta.read_text())
-        if doc.get("risk"):
-            return RiskConfig.model_validate(doc["risk"])
-    return RiskConfig()
+    meta = files.read_meta()
+    if not meta or not meta.get("risk"):
+        return RiskConfig()
+    try:
+        return RiskConfig.model_validate_json(json.dumps(meta["risk"]))
+    except pydantic.ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, f"{files.meta} risk")) from None
 
 
 def _log_clock(engine) -> int:
@@ -101,6 +127,58 @@ def _parse_speed(speed: str) -> float | None:
     raise ConfigError(f"--speed {speed!r}: use max, realtime or a factor like 10x")
 
 
+@dataclass
+class _Start:
+    store: Any
+    notice: str = ""
+
+
+def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lock: bool) -> _Start:
+    """Open the account's log for a run: a fresh start, or the run to resume (its arguments
+    must be the same). A start that fails writes nothing: what it created is removed. A log
+    that holds no event yet (a start killed before its first event) starts afresh, with or
+    without --resume, so a supervisor that always resumes works."""
+    from foxhunt.execution import SqlEventStore
+
+    sqlite_file = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    new_log = sqlite_file is not None and not sqlite_file.exists()
+    store = None
+    try:
+        store = SqlEventStore(url)
+        before = files.read_meta()
+        if store.last_seq() > 0:
+            if not resume:
+                raise FoxhuntError(
+                    f"account {files.account!r} already has an event log ({_shown(url)}); pass "
+                    "--resume to continue its run, or use another --account")
+            if before is None:
+                raise FoxhuntError(
+                    f"account {files.account!r}: its log holds a run but {files.meta} is "
+                    "missing; restore that file to resume, or use another --account")
+            diff = [k for k in meta if before.get(k) != meta[k]]
+            if diff:
+                raise FoxhuntError(f"--resume: {', '.join(diff)} differ from the run being "
+                                   f"resumed ({files.meta}); give the same arguments")
+            return _Start(store)
+        if files.journal.exists() and files.journal.stat().st_size:
+            raise FoxhuntError(
+                f"{files.journal} holds a venue's record but the log {_shown(url)} holds no "
+                "run: they do not belong together; move the journal away to start afresh")
+        files.write_meta(meta)
+        notice = (f"account {files.account!r} has no run to resume: starting one"
+                  if resume else "")
+        return _Start(store, notice)
+    except BaseException:
+        if store is not None:
+            store.close()
+        if new_log:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{sqlite_file}{suffix}").unlink(missing_ok=True)
+        if created_lock:
+            files.lock_path.unlink(missing_ok=True)
+        raise
+
+
 @app.command()
 def paper(
     ctx: typer.Context,
@@ -122,7 +200,6 @@ def paper(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from foxhunt.cli.evaluate import _window, load_series
-    from foxhunt.execution import SqlEventStore
     from foxhunt.execution.sim import SimulatedVenue
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import PaperTrader, load_agent, load_rule
@@ -133,8 +210,10 @@ def paper(
         raise FoxhuntError("paper: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
     factor = _parse_speed(speed)
     limits = load_risk_config(risk) if risk is not None else RiskConfig()
+    url = _log_url(ctx, account, log)
+    files = _files(ctx, account, log)
     instrument, frame, _ = load_series(ctx, symbol, bars)
-    window = _window(frame, start, end)
+    window = _window(frame, start, end, "a paper run")
     settings = _settings(ctx).settings
     if strategy is not None:
         loaded, env, policy = load_rule(strategy, frame), settings.env, f"strategy:{strategy}"
@@ -152,55 +231,43 @@ def paper(
             path = Path(fold["checkpoint"])
             features = FeatureConfig.model_validate(docs[SOURCE_FILE]["features"])
         loaded = load_agent(path, instrument, features)
-        env, policy = loaded.env, f"checkpoint:{Path(path).resolve()}"
-    url = _log_url(ctx, account, log)
-    meta_path = _trading_dir(ctx) / f"{account}.paper.json"
-    meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
-            "log": url, "risk": limits.model_dump(mode="json")}
-    store = SqlEventStore(url)
-    has_log = store.last_seq() > 0
-    if has_log and not resume:
-        raise FoxhuntError(f"account {account!r} already has an event log ({url}); pass --resume "
-                           "to continue its run, or use another --account")
-    if resume:
-        if not has_log or not meta_path.exists():
-            raise FoxhuntError(f"account {account!r} has no paper run to resume; start one "
-                               "without --resume")
-        before = json.loads(meta_path.read_text())
-        diff = [k for k in meta if before.get(k) != meta[k]]
-        if diff:
-            raise FoxhuntError(f"--resume: {', '.join(diff)} differ from the run being resumed "
-                               f"({meta_path}); give the same arguments")
-    else:
-        write_text_atomic(json.dumps(meta, indent=1), meta_path)
+        env, policy = loaded.env, f"checkpoint:{files.relative(path)}"
     contract = Contract.from_instrument(instrument)
-    venue = SimulatedVenue({symbol: contract}, env.slippage_ticks,
-                           journal=_trading_dir(ctx) / f"{account}.venue.jsonl")
-    progress = None
-    bar_ui = None
-    if not as_json and out.is_terminal:
-        bar_ui = Progress(TextColumn("paper {task.fields[symbol]}"), BarColumn(),
-                          TextColumn("{task.completed:,}/{task.total:,} bars"),
-                          TimeRemainingColumn(), console=out, transient=True)
-        task = bar_ui.add_task("paper", total=window[1] - window[0], symbol=symbol)
+    PaperTrader.validate(frame, contract, loaded.decider, window)
+    meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
+            "log": files.log, "slippage_ticks": env.slippage_ticks,
+            "risk": limits.model_dump(mode="json")}
+    with files.hold() as created_lock:
+        started = _start_paper(url, files, meta, resume, created_lock)
+        store = started.store
+        venue = SimulatedVenue({symbol: contract}, env.slippage_ticks, journal=files.journal)
+        bar_ui = progress = None
+        if not as_json and out.is_terminal:
+            bar_ui = Progress(TextColumn("paper {task.fields[symbol]}"), BarColumn(),
+                              TextColumn("{task.completed:,}/{task.total:,} bars"),
+                              TimeRemainingColumn(), console=out, transient=True)
+            task = bar_ui.add_task("paper", total=window[1] - window[0], symbol=symbol)
 
-        def progress(done: int, total: int) -> None:
-            if done % 256 == 0 or done == total:
-                bar_ui.update(task, completed=done)
+            def progress(done: int, total: int) -> None:
+                if done % 256 == 0 or done == total:
+                    bar_ui.update(task, completed=done)
 
-    trader = PaperTrader(frame, instrument, loaded.decider, window, store=store, venue=venue,
-                         env=env, risk=limits, account=account, speed=factor, progress=progress)
-    try:
-        if bar_ui is not None:
-            with bar_ui:
+        trader = PaperTrader(frame, instrument, loaded.decider, window, store=store, venue=venue,
+                             env=env, risk=limits, account=account, speed=factor,
+                             progress=progress)  # fmt: skip
+        try:
+            if bar_ui is not None:
+                with bar_ui:
+                    result = trader.run()
+            else:
                 result = trader.run()
-        else:
-            result = trader.run()
-    finally:
-        venue.close()
-        store.close()
+        finally:
+            venue.close()
+            store.close()
     trades = trader.trades(result)
-    doc = {**result.to_json(), "account": account, "log": url, "trades": len(trades)}
+    doc = {**result.to_json(), "account": account, "log": _shown(url), "trades": len(trades)}
+    if started.notice:
+        err.print(started.notice)
     if as_json:
         _emit_json(doc)
         return
@@ -214,7 +281,7 @@ def paper(
                   "its fills are in no trade")
     if result.resumed_from is not None:
         out.print(f"resumed at bar {result.resumed_from}; reconciled: {result.reconciled}")
-    out.print(f"log: {url}")
+    out.print(f"log: {_shown(url)}")
 
 
 # ----------------------------------------------------------------------------- orders, positions
@@ -269,11 +336,11 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
         mark = acct.marks.get(sym)
         rows.append({"symbol": sym, "position": pos.quantity,
                      "mark": str(c.price(mark)) if mark is not None else None,
-                     "unrealised": str(acct.unrealised(sym)) if pos.quantity else "0",
-                     "realised": str(c.money(pos.realised_ticks))})
+                     "unrealised": money_text(acct.unrealised(sym) if pos.quantity else Decimal(0)),
+                     "realised": money_text(c.money(pos.realised_ticks))})
     doc = {"account": account, "log": url, "currency": acct.currency,
-           "balance": str(acct.balance), "equity": str(acct.equity()),
-           "realised": str(acct.realised), "commissions": str(acct.commissions),
+           "balance": money_text(acct.balance), "equity": money_text(acct.equity()),
+           "realised": money_text(acct.realised), "commissions": money_text(acct.commissions),
            "positions": rows}
     if as_json:
         _emit_json(doc)
@@ -295,9 +362,9 @@ def _risk_doc(engine, account: str, url: str) -> dict[str, Any]:
     return {"account": account, "log": url, "trading_state": str(engine.trading_state),
             "cause": str(st.cause) if getattr(st, "cause", None) else None,
             "reason": getattr(st, "reason", ""), "kill_switch": bool(st.kill_active),
-            "day": st.day or None, "equity": str(equity),
-            "daily_loss": str(st.day_start_equity - equity),
-            "drawdown": str(st.peak_equity - equity), "orders_today": st.orders_today,
+            "day": st.day or None, "equity": money_text(equity),
+            "daily_loss": money_text(st.day_start_equity - equity),
+            "drawdown": money_text(st.peak_equity - equity), "orders_today": st.orders_today,
             "working_orders": len(engine.book.working()),
             "limits": engine.risk_config.model_dump(mode="json")}
 
@@ -326,18 +393,70 @@ def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
 
     engine, url = _engine(ctx, account, log)
     ts = _log_clock(engine)
+    note = ""
     try:
         if action == "kill":
-            engine.kill(ts, reason or "kill switch from the command line")
+            note = _kill(ctx, engine, account, log, ts, reason or "kill switch from the command line")
         else:
-            state = TradingState.HALTED if action == "halt" else TradingState.ACTIVE
+            state = {"halt": TradingState.HALTED, "reduce": TradingState.REDUCING,
+                     "resume": TradingState.ACTIVE}[action]  # fmt: skip
             if engine.trading_state is state:
                 raise FoxhuntError(f"account {account!r} is already {state}")
             engine.set_trading_state(state, ts, reason or f"{action} from the command line")
     except TradingError as exc:
         raise FoxhuntError(f"risk {action}: {exc}") from None
+    finally:
+        engine.store.close()
     doc = _risk_doc(engine, account, url)
-    _emit_json(doc) if as_json else _print_risk(doc)
+    if action == "kill":
+        doc["flatten"] = note
+    if as_json:
+        _emit_json(doc)
+        return
+    _print_risk(doc)
+    if note:
+        out.print(note)
+
+
+def _kill(ctx, engine, account: str, log: str | None, ts: int, reason: str) -> str:
+    """Fire the kill switch. When no trader runs on the account, its paper venue is attached
+    here, so that the cancels and the flatten orders reach the venue now (they fill at once when
+    the run's bars have ended, else at the next bar when the run resumes). A running trader
+    meets the kill at its next append and sends them itself."""
+    from foxhunt.execution.sim import SimulatedVenue
+    from foxhunt.paper.account_files import AccountBusyError
+    from foxhunt.paper.runner import reconcile
+
+    files = _files(ctx, account, log)
+    meta = files.read_meta()
+    if meta is None or not files.journal.exists():
+        sent = engine.kill(ts, reason)
+        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
+                "no venue is attached to this account: they go out when its trader next runs")
+    try:
+        with files.hold():
+            symbol = meta["symbol"]
+            venue = SimulatedVenue({symbol: engine.contracts[symbol]},
+                                   float(meta.get("slippage_ticks", 1.0)), journal=files.journal)
+            try:
+                engine.venue = venue
+                reconcile(engine, venue, symbol)
+                sent = engine.kill(ts, reason)
+                for report in venue.reports():
+                    engine.on_report(report)
+            finally:
+                engine.venue = None
+                venue.close()
+    except AccountBusyError:
+        sent = engine.kill(ts, reason)
+        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
+                "the running trader sends them at its next bar")
+    position = engine.account.position(symbol)
+    ids = ", ".join(o.client_order_id for o in sent) or "none"
+    if position:
+        return (f"flatten orders {ids} are at the venue; position {position:+d} {symbol} closes "
+                "at the next bar when the paper run resumes (--resume)")
+    return f"flatten orders {ids} sent; {symbol} is flat"
 
 
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).")]
@@ -346,8 +465,15 @@ ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).
 @risk_app.command("halt")
 def risk_halt(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
               reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Stop all new orders (HALTED); working orders stay."""
+    """Stop new risk (HALTED): only orders that reduce a position pass; working orders stay."""
     _operator(ctx, account, log, as_json, "halt", reason)
+
+
+@risk_app.command("reduce")
+def risk_reduce(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+                reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
+    """Only orders that reduce a position pass (REDUCING); working orders stay."""
+    _operator(ctx, account, log, as_json, "reduce", reason)
 
 
 @risk_app.command("resume")
@@ -360,5 +486,5 @@ def risk_resume(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt =
 @risk_app.command("kill")
 def risk_kill(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
               reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Halt, cancel every working order and flatten every position (sent by the trader)."""
+    """Halt, cancel every working order and flatten every position, at the venue."""
     _operator(ctx, account, log, as_json, "kill", reason)

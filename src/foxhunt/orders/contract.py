@@ -30,6 +30,15 @@ def to_decimal(value: Price) -> Decimal:
         raise OrderRequestError(f"not a number: {value!r}") from None
 
 
+def money_text(amount: Decimal) -> str:
+    """Money as every output shows it: exact, with at least two decimals (3270.00, 97705.00,
+    and 15.625 for a ZN tick, which has three)."""
+    exact = amount.normalize()
+    if exact.as_tuple().exponent > -2:
+        exact = amount.quantize(Decimal("0.01"))
+    return f"{exact:f}"
+
+
 @dataclass(frozen=True, slots=True)
 class Contract:
     """Exact view of an instrument: tick grid, money per tick, commission per contract per side."""

@@ -48,7 +48,7 @@ from foxhunt.errors import ConfigError, DataError
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.execution.store import EventLogError, EventStore
-from foxhunt.orders.contract import Contract
+from foxhunt.orders.contract import Contract, money_text
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled, OrderPendingUpdate
@@ -105,8 +105,8 @@ class PaperResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "symbol": self.symbol, "policy": self.policy, "window": list(self.window),
-            "starting_cash": str(self.starting_cash), "equity": str(self.equity),
-            "pnl": str(self.pnl), "position": self.position, "fills": len(self.fills),
+            "starting_cash": money_text(self.starting_cash), "equity": money_text(self.equity),
+            "pnl": money_text(self.pnl), "position": self.position, "fills": len(self.fills),
             "orders": self.orders, "denied": self.denied, "resumed_from": self.resumed_from,
             "reconciled": self.reconciled,
         }  # fmt: skip
