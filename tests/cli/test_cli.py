@@ -90,6 +90,8 @@ def test_show_with_time_range(capsys, tmp_path):
     shown = run_json(capsys, "data", "show", "ES", "--from", "2023-11-14T22:20:00Z",
                      "--to", "2023-11-14T22:22:00+00:00", "--limit", "0")
     assert shown["rows_in_range"] == 3
+    code, out, err = run(capsys, "data", "show", "ES", "--bars", "7min")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "no bars for ES 7min" in err
 
 
 def test_bad_file_names_row_and_rule_and_writes_nothing(capsys, tmp_path):
@@ -109,7 +111,7 @@ def test_bad_file_names_row_and_rule_and_writes_nothing(capsys, tmp_path):
     [
         (["data", "import", "missing.csv", "--symbol", "ES"], "missing.csv"),
         (["data", "import", "x.csv", "--symbol", "NOPE"], "unknown symbol 'NOPE'"),
-        (["data", "show", "ES", "--bars", "7min"], "no bars for ES 7min"),
+        (["data", "show", "ES", "--bars", "7min"], "no market store here yet; import data first"),
         (["data", "show", "ES", "--bars", "fortnightly"], "bar spec 'fortnightly'"),
         (["data", "show", "ES", "--from", "yesterday"], "--from 'yesterday'"),
     ],

@@ -7,7 +7,7 @@ import pytest
 from foxhunt.data.readers import read_bars
 from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.data.store import MarketStore, SeriesInfo
-from foxhunt.errors import DataError, ValidationError
+from foxhunt.errors import ConfigError, DataError, ValidationError
 
 T0 = 1_378_072_800_000_000_000
 MIN = 60_000_000_000
@@ -175,13 +175,12 @@ def test_a_failing_write_undoes_the_whole_transaction(tmp_path, make_bars, monke
         calls.clear()
         with pytest.raises(
             DataError, match="a write in this transaction failed; nothing was written"
-        ):
-            with store.transaction():
-                store.write_ticks("ES", some_ticks(), "t.csv")
-                try:
-                    store.write_bars("ES", "1min", make_bars(5, start=T0 + MIN), "b.csv")
-                except RuntimeError:
-                    pass
+        ), store.transaction():
+            store.write_ticks("ES", some_ticks(), "t.csv")
+            try:
+                store.write_bars("ES", "1min", make_bars(5, start=T0 + MIN), "b.csv")
+            except RuntimeError:
+                pass
     assert dump(path) == before
 
 
@@ -353,3 +352,81 @@ def test_a_store_written_before_the_grid_log_existed_opens_and_gains_it(tmp_path
         store.write_bars("ES", "1min", make_bars(3), "new.csv", tick_size=0.25)
         log = [(r["source"], r["grid"]) for r in store.imports()]
     assert log == [("old.csv", "not checked"), ("new.csv", "on the 0.25 grid")]
+
+
+def test_a_reader_never_creates_a_store(tmp_path):
+    path = tmp_path / "nowhere" / "market.duckdb"
+    with MarketStore(path, read_only=True) as store, pytest.raises(DataError) as e:
+        store.series()
+    line = str(e.value)
+    assert line.startswith(f"{path}: no market store here yet")
+    assert "foxhunt data sample" in line and "foxhunt data import" in line and "\n" not in line
+    assert not path.parent.exists()
+
+
+def test_a_reader_leaves_the_file_byte_for_byte(tmp_path, make_bars):
+    path = tmp_path / "s.duckdb"
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(20), "a.csv")
+        store.write_ticks("ES", some_ticks(), "t.csv")
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+    with MarketStore(path, read_only=True) as store:
+        assert len(store.read_bars("ES", "1min")) == 20 and len(store.read_ticks("ES")) == 5
+        assert [s.spec for s in store.series()] == ["1min", ""]
+        assert [r["source"] for r in store.imports()] == ["a.csv", "t.csv"]
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()} == before
+
+
+def test_a_reader_refuses_to_write(tmp_path, make_bars):
+    path = tmp_path / "s.duckdb"
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(5), "a.csv")
+    with MarketStore(path, read_only=True) as store, pytest.raises(DataError, match="read-only"):
+        store.write_bars("ES", "1min", make_bars(5, start=T0 + 100 * MIN), "b.csv")
+    assert checksum(path)[0] == 5
+
+
+def test_a_reader_of_a_file_without_the_tables_says_what_to_do(tmp_path):
+    path = tmp_path / "other.duckdb"
+    duckdb.connect(str(path)).close()
+    with MarketStore(path, read_only=True) as store, pytest.raises(DataError) as e:
+        store.series()
+    assert "not a foxhunt store" in str(e.value) and "foxhunt data sample" in str(e.value)
+
+
+def test_a_reader_of_a_store_from_before_the_grid_log_reads_it_as_it_is(tmp_path, make_bars):
+    """No schema upgrade on a read: the file stays as the older foxhunt wrote it."""
+    path = tmp_path / "old.duckdb"
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(3), "old.csv")
+    with duckdb.connect(str(path)) as con:
+        con.execute("ALTER TABLE imports DROP COLUMN grid")
+        con.execute("ALTER TABLE imports DROP COLUMN mode")
+    before = path.read_bytes()
+    with MarketStore(path, read_only=True) as store:
+        [row] = store.imports()
+    assert (row["source"], row["grid"], row["mode"]) == ("old.csv", "not checked", "merge")
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_a_bad_wait_setting_is_one_line(tmp_path, make_bars, monkeypatch, value):
+    with MarketStore(tmp_path / "s.duckdb") as store:
+        store.write_bars("ES", "1min", make_bars(3), "a.csv")
+    monkeypatch.setenv("FOXHUNT_STORE_WAIT_S", value)
+    with MarketStore(tmp_path / "s.duckdb", read_only=True) as store, \
+            pytest.raises(ConfigError, match="FOXHUNT_STORE_WAIT_S"):
+        store.series()
+
+
+def test_a_reader_of_a_damaged_store_fails_with_one_line(tmp_path, make_bars):
+    """A reader runs no DDL on open, so here the damage shows at the first query."""
+    path = tmp_path / "s.duckdb"
+    with MarketStore(path) as store:
+        store.write_bars("ES", "1min", make_bars(2000), "a.csv")
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with MarketStore(path, read_only=True) as store, pytest.raises(DataError) as e:
+        store.read_bars("ES", "1min")
+    assert str(e.value).startswith(f"{path}: cannot read the store (IO Error: ")
+    assert "restore it from a backup or import the data again" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, data_app, fmt_ts, out, parse_ts_option
+from foxhunt.cli.app import (
+    JsonOpt,
+    _emit_json,
+    _settings,
+    _table,
+    data_app,
+    fmt_ts,
+    out,
+    parse_ts_option,
+)
 from foxhunt.errors import FoxhuntError
 
 
-def open_store(ctx: typer.Context):
+def open_store(ctx: typer.Context, *, write: bool = False):
+    """The configured store, read-only unless `write`: a writer locks every other process out,
+    so only the commands that store bars ask for one."""
     from foxhunt.data.store import MarketStore
 
-    return MarketStore(_settings(ctx).store_path)
+    return MarketStore(_settings(ctx).store_path, read_only=not write)
 
 
 def instrument_registry(ctx: typer.Context):
@@ -66,12 +77,12 @@ def data_import(
     path: Annotated[Path, typer.Argument(help="CSV, Parquet or Databento DBN file.")],
     symbol: Annotated[str, typer.Option(help="Instrument symbol, e.g. ES.")],
     kind: Annotated[Literal["bars", "ticks"], typer.Option(help="What the file holds.")] = "bars",
-    tz: Annotated[Optional[str], typer.Option(help="Zone of naive timestamps, e.g. America/Chicago.")] = None,
+    tz: Annotated[str | None, typer.Option(help="Zone of naive timestamps, e.g. America/Chicago.")] = None,
     ts_unit: Annotated[
         Literal["auto", "s", "ms", "us", "ns", "iso"], typer.Option(help="Timestamp encoding.")
     ] = "auto",
     bars: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--bars", help="Ticks: resample into this series (repeatable: 1min, ticks:500, "
                      "volume:10000, dollar:5e7). Bars: the series name (inferred when omitted)."),
     ] = None,
@@ -93,7 +104,7 @@ def data_import(
 
     instrument = instrument_registry(ctx).get(symbol)
     specs = _bar_specs(bars)
-    with open_store(ctx) as store:
+    with open_store(ctx, write=True) as store:
         if kind == "ticks":
             ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
             written, notes = write_ticks_and_bars(store, symbol, ticks, specs, instrument,
@@ -126,8 +137,10 @@ def data_import(
 @data_app.command("list")
 def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List stored series: symbol, bar spec, first/last timestamp, rows."""
-    with open_store(ctx) as store:
-        rows = _series_rows(store.series())
+    rows = []
+    if _settings(ctx).store_path.exists():
+        with open_store(ctx) as store:
+            rows = _series_rows(store.series())
     if as_json:
         _emit_json(rows)
     elif not rows:
@@ -141,8 +154,8 @@ def data_show(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
     bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    start: Annotated[Optional[str], typer.Option("--from", help="First ts (ISO or ns), inclusive.")] = None,
-    end: Annotated[Optional[str], typer.Option("--to", help="Last ts (ISO or ns), inclusive.")] = None,
+    start: Annotated[str | None, typer.Option("--from", help="First ts (ISO or ns), inclusive.")] = None,
+    end: Annotated[str | None, typer.Option("--to", help="Last ts (ISO or ns), inclusive.")] = None,
     limit: Annotated[int, typer.Option(help="Rows to print from the end of the range (0 = all).")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
@@ -200,7 +213,7 @@ def load_sample_into_store(ctx: typer.Context) -> list[dict]:
     from foxhunt.data.sample import SAMPLE_BAR_SPECS, SAMPLE_SYMBOL, load_sample_ticks
 
     instrument = instrument_registry(ctx).get(SAMPLE_SYMBOL)
-    with open_store(ctx) as store:
+    with open_store(ctx, write=True) as store:
         write_ticks_and_bars(store, SAMPLE_SYMBOL, load_sample_ticks(), _bar_specs(SAMPLE_BAR_SPECS),
                              instrument, "bundled:es_trades_2013-09")
         return [r for r in _series_rows(store.series()) if r["symbol"] == SAMPLE_SYMBOL]
@@ -230,7 +243,7 @@ def data_synth(
                        "signal_strength": signal_strength, "bar_seconds": bar_seconds,
                        "tick_size": instrument.tick_size})
     spec = BarSpec("time", float(bar_seconds * NS["s"]))
-    with open_store(ctx) as store, store.transaction():
+    with open_store(ctx, write=True) as store, store.transaction():
         store.write_bars(symbol, spec, market.bars,
                          f"synth:family={family},seed={seed},X={signal_strength}",
                          tick_size=instrument.tick_size, replace=True)

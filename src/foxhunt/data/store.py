@@ -8,17 +8,25 @@ before or after them) and runs inside one transaction, so a failed import leaves
 exactly as it was. Given the instrument's tick size, a write checks prices against the tick
 grid first (`data.grid`). Every write is logged in ``imports`` with its grid check. Reads go
 through Arrow.
+
+DuckDB lets one process write a file or several processes read it, never both: a writer
+(``read_only=False``) excludes every other process, readers share. Commands that only read open
+the store read-only, so backtests, training and paper runs of one store run side by side, and a
+reader neither creates the file nor changes a byte of it. Opening a file another process holds
+waits (``wait_s``, default ``FOXHUNT_STORE_WAIT_S`` or 60 s) and then fails with one line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 import duckdb
 import numpy as np
@@ -30,7 +38,7 @@ from foxhunt.data.grid import OffGrid, check_bars, check_ticks
 from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.data.timestamps import format_ns
 from foxhunt.data.validation import validate_bars, validate_ticks
-from foxhunt.errors import DataError
+from foxhunt.errors import ConfigError, DataError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS bars (
@@ -53,6 +61,12 @@ _TS_MIN, _TS_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 _INCOMING = "foxhunt_incoming"
 _EXPORTS = (".csv", ".csv.gz", ".parquet", ".pq")
 _KIND_ORDER = {"time": 0, "ticks": 1, "volume": 2, "dollar": 3}
+_IMPORT_DEFAULTS = {"grid": "not checked", "mode": "merge"}
+WAIT_ENV = "FOXHUNT_STORE_WAIT_S"
+DEFAULT_WAIT_S = 60.0
+"""How long opening the store waits for another process to let go of it: a long import takes
+seconds to a minute, and a command that fails at once would have to be retried by hand."""
+IMPORT_HINT = "`foxhunt data sample` or `foxhunt data import FILE --symbol SYMBOL`"
 GAP_NOTE_NS = 7 * 86_400 * 10**9
 """Gaps between an import and the stored series longer than this are reported: longer than
 any weekend or holiday closure of a listed market, so a gap this long is missing data (or a
@@ -111,15 +125,22 @@ class SeriesInfo:
 
 
 class MarketStore:
-    """Bars and ticks in a DuckDB file, opened on first use; a context manager closes it."""
+    """Bars and ticks in a DuckDB file, opened on first use; a context manager closes it.
 
-    def __init__(self, path: str | Path):
+    ``read_only=True`` opens a reader: it shares the file with other readers, needs the file to
+    exist and never writes to it. A writer (the default) creates the file and its tables.
+    ``wait_s`` bounds the wait for a file another process holds (None: `store_wait_s()`).
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False, wait_s: float | None = None):
         self.path = Path(path)
+        self.read_only = read_only
+        self.wait_s = wait_s
         self._con: duckdb.DuckDBPyConnection | None = None
         self._depth = 0
         self._failed = False
 
-    def __enter__(self) -> MarketStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -133,18 +154,66 @@ class MarketStore:
     @property
     def _db(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            con = None
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                con = duckdb.connect(str(self.path))
-                con.execute("SET enable_progress_bar = false")
-                con.execute(_SCHEMA)
-            except (duckdb.Error, OSError) as e:
-                if con is not None:
-                    con.close()
-                raise DataError(f"{self.path}: cannot open the store ({_one_line(e)})") from None
-            self._con = con
+            self._con = self._open()
         return self._con
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        if self.read_only and not self.path.is_file():
+            raise self._no_store()
+        wait = store_wait_s() if self.wait_s is None else max(float(self.wait_s), 0.0)
+        start, delay = time.monotonic(), 0.02
+        while True:
+            try:
+                return self._connect()
+            except (duckdb.Error, OSError) as e:
+                text = str(e)
+                if self.read_only and "database does not exist" in text:
+                    raise self._no_store() from None
+                if "Could not set lock" not in text:
+                    raise DataError(f"{self.path}: cannot open the store ({_one_line(e)})") from None
+                waited = time.monotonic() - start
+                if waited >= wait:
+                    raise self._held(text, waited) from None
+                time.sleep(min(delay, wait - waited))
+                delay = min(delay * 2, 0.5)
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        if not self.read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        con = duckdb.connect(str(self.path), read_only=self.read_only)
+        try:
+            con.execute("SET enable_progress_bar = false")
+            if self.read_only:
+                self._check_tables(con)
+            else:
+                con.execute(_SCHEMA)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    def _check_tables(self, con: duckdb.DuckDBPyConnection) -> None:
+        have = {r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables").fetchall()}
+        if not {"bars", "ticks", "imports"} <= have:
+            raise DataError(f"{self.path}: not a foxhunt store (no bars, ticks and imports "
+                            f"tables); import data into it first with {IMPORT_HINT}")
+
+    def _no_store(self) -> DataError:
+        return DataError(f"{self.path}: no market store here yet; import data first with "
+                         f"{IMPORT_HINT}")
+
+    def _held(self, error: str, waited: float) -> DataError:
+        """The one line for a lock we gave up on. DuckDB names the holder's PID, and hints at
+        read-only access only when the holders are readers."""
+        pid = re.search(r"PID (\d+)", error)
+        who = f"another foxhunt process (PID {pid.group(1)})" if pid else "another foxhunt process"
+        how = "reading" if "read-only mode" in error else "writing"
+        mine = "read it" if self.read_only else "write to it"
+        return DataError(
+            f"{self.path}: {who} holds the store for {how}; waited {waited:.1f} s to {mine}; "
+            f"retry when it has finished, or wait longer with {WAIT_ENV}=SECONDS"
+        )
 
     def write_bars(self, symbol: str, spec: BarSpec | str, bars: Bars, source: str, *,
                    tick_size: float | None = None, off_grid: OffGrid = "error",
@@ -241,8 +310,11 @@ class MarketStore:
         """The import log, oldest first: what was written, from where, and its grid check."""
         where, params = ("WHERE symbol = ?", [_symbol(symbol)]) if symbol else ("", [])
         cols = ["symbol", "kind", "spec", "source", "rows", "first_ts", "last_ts", "grid", "mode"]
-        rows = self._db.execute(f"SELECT {', '.join(cols)} FROM imports {where} "
-                                "ORDER BY imported_at, rowid", params).fetchall()
+        with self._reading() as db:
+            have = {r[1] for r in db.execute("PRAGMA table_info('imports')").fetchall()}
+            select = [c if c in have else f"'{_IMPORT_DEFAULTS[c]}' AS {c}" for c in cols]
+            rows = db.execute(f"SELECT {', '.join(select)} FROM imports {where} "
+                              "ORDER BY imported_at, rowid", params).fetchall()
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def read_bars(
@@ -254,11 +326,12 @@ class MarketStore:
     ) -> Bars:
         """Bars with ``start_ns <= ts <= end_ns``; flow columns only when every row has them."""
         symbol, spec = _symbol(symbol), _spec(spec)
-        table = self._db.sql(
-            f"SELECT {_BAR_COLUMNS} FROM bars "
-            "WHERE symbol = ? AND spec = ? AND ts BETWEEN ? AND ? ORDER BY ts",
-            params=[symbol, str(spec), *_range(start_ns, end_ns)],
-        ).to_arrow_table()
+        with self._reading() as db:
+            table = db.sql(
+                f"SELECT {_BAR_COLUMNS} FROM bars "
+                "WHERE symbol = ? AND spec = ? AND ts BETWEEN ? AND ? ORDER BY ts",
+                params=[symbol, str(spec), *_range(start_ns, end_ns)],
+            ).to_arrow_table()
         if table.num_rows == 0:
             raise self._missing(symbol, str(spec), start_ns, end_ns)
         if table.column("buy_volume").null_count or table.column("sell_volume").null_count:
@@ -270,11 +343,12 @@ class MarketStore:
     ) -> Ticks:
         """Ticks with ``start_ns <= ts <= end_ns`` in file order; side 0 where a file had none."""
         symbol = _symbol(symbol)
-        table = self._db.sql(
-            "SELECT ts, price, size, side FROM ticks "
-            "WHERE symbol = ? AND ts BETWEEN ? AND ? ORDER BY ts, seq",
-            params=[symbol, *_range(start_ns, end_ns)],
-        ).to_arrow_table()
+        with self._reading() as db:
+            table = db.sql(
+                "SELECT ts, price, size, side FROM ticks "
+                "WHERE symbol = ? AND ts BETWEEN ? AND ? ORDER BY ts, seq",
+                params=[symbol, *_range(start_ns, end_ns)],
+            ).to_arrow_table()
         if table.num_rows == 0:
             raise self._missing(symbol, "", start_ns, end_ns)
         side = table.column("side")
@@ -286,11 +360,12 @@ class MarketStore:
 
     def series(self) -> list[SeriesInfo]:
         """Every stored series by symbol: bars (time, tick, volume, dollar; small first), ticks."""
-        rows = self._db.execute(
-            "SELECT symbol, 'bars', spec, min(ts), max(ts), count(*) "
-            "FROM bars GROUP BY symbol, spec UNION ALL "
-            "SELECT symbol, 'ticks', '', min(ts), max(ts), count(*) FROM ticks GROUP BY symbol"
-        ).fetchall()
+        with self._reading() as db:
+            rows = db.execute(
+                "SELECT symbol, 'bars', spec, min(ts), max(ts), count(*) "
+                "FROM bars GROUP BY symbol, spec UNION ALL "
+                "SELECT symbol, 'ticks', '', min(ts), max(ts), count(*) FROM ticks GROUP BY symbol"
+            ).fetchall()
         infos = [SeriesInfo(*r) for r in rows]
         return sorted(infos, key=lambda s: (s.symbol, s.kind, *_spec_order(s.spec)))
 
@@ -302,7 +377,8 @@ class MarketStore:
         else:
             label = str(_spec(spec))
             where, params = "FROM bars WHERE symbol = ? AND spec = ?", [symbol, label]
-        n = self._db.execute(f"SELECT count(*) {where}", params).fetchone()[0]
+        with self._reading() as db:
+            n = db.execute(f"SELECT count(*) {where}", params).fetchone()[0]
         if n == 0:
             raise self._missing(symbol, label, None, None)
         with self._transaction() as con:
@@ -335,6 +411,16 @@ class MarketStore:
         return table.num_rows
 
     @contextlib.contextmanager
+    def _reading(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A reader meets a damaged file at its first query, not when it opens (it runs no DDL)."""
+        db = self._db
+        try:
+            yield db
+        except duckdb.Error as e:
+            raise DataError(f"{self.path}: cannot read the store ({_one_line(e)}); it may be "
+                            "damaged: restore it from a backup or import the data again") from None
+
+    @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """Make several writes one all-or-nothing change (e.g. ticks plus the bars made from them).
 
@@ -346,6 +432,9 @@ class MarketStore:
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        if self.read_only:
+            raise DataError(f"{self.path}: this store was opened read-only; writing needs "
+                            "MarketStore(path) (read_only=False)")
         con = self._db
         if self._depth:
             self._depth += 1
@@ -410,6 +499,21 @@ class MarketStore:
             )
         listing = ", ".join(str(s) for s in have) or "nothing yet"
         return DataError(f"no {kind} for {what} in {self.path}; have: {listing}")
+
+
+def store_wait_s() -> float:
+    """Seconds to wait for a store another process holds: ``FOXHUNT_STORE_WAIT_S``, else 60."""
+    raw = os.environ.get(WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_WAIT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ConfigError(f"{WAIT_ENV}={raw!r}: not a number of seconds; set it to e.g. 60 "
+                          "(0: do not wait)")
+    return value
 
 
 def _symbol(symbol: str) -> str:
