@@ -85,3 +85,13 @@ def test_mismatched_settings_fail_with_one_line(setup, tmp_path):
     with pytest.raises(CheckpointError, match="no such checkpoint"):
         checkpoint_policy(tmp_path / "missing.pt", bars, inst)
     assert isinstance(policy, CheckpointPolicy)
+
+
+def test_device_auto_is_resolved_before_torch_sees_it(setup):
+    bars, inst, path = setup
+    policy = checkpoint_policy(path, bars, inst, "auto")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert next(policy.network.parameters()).device.type == expected
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA device"):
+            checkpoint_policy(path, bars, inst, "cuda")

@@ -45,3 +45,43 @@ def test_a_short_window_shows_the_per_bar_sharpe_and_says_why(capsys, synth_mark
     assert "Sharpe (per-bar)" in out
     assert ("Sharpe: per-bar returns, annualised x sqrt(N), N = 362,880 bars a year "
             f"(3 sessions, fewer than {MIN_DAILY_SESSIONS})") in " ".join(out.split())
+
+
+def test_a_checkpoint_backtest_defaults_to_device_auto(capsys, synth_market, tmp_path):
+    from foxhunt.config import load_settings
+    from foxhunt.data.instruments import InstrumentRegistry
+    from foxhunt.data.store import MarketStore
+
+    from ..backtest.builders import write_checkpoint
+
+    settings = load_settings()
+    with MarketStore(settings.store_path, read_only=True) as store:
+        bars = store.read_bars("SYN", "1min")
+    inst = InstrumentRegistry.load(settings.instruments_file).get("SYN")
+    path = write_checkpoint(tmp_path / "fold0.pt", bars, inst)
+    late = str(int(bars.ts[-200]))
+    doc = run_json(capsys, "backtest", "SYN", "--checkpoint", str(path), "--from", late)
+    assert [r["policy"] for r in doc["results"]] == ["agent", "buy-and-hold", "sma:10,30", "flat"]
+
+
+def test_a_device_torch_cannot_use_is_one_line(capsys, synth_market):
+    code, out, err = run(capsys, "backtest", "SYN", "--strategy", "flat", "--device", "tpu")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "device 'tpu'" in err
+
+
+def test_a_window_too_short_names_the_backtest(capsys, synth_market):
+    first = run_json(capsys, "data", "list")[0]["first_ts"]
+    code, out, err = run(capsys, "backtest", "SYN", "--strategy", "flat",
+                         "--to", str(first + 60_000_000_000))
+    assert code == 1 and out == "" and err == "error: --from/--to select 2 bars; a backtest needs at least 3\n"
+
+
+def test_window_names_the_command_that_asked():
+    from foxhunt.cli.evaluate import _window
+    from foxhunt.errors import FoxhuntError
+
+    frame = type("Frame", (), {"ts": (1, 2, 3, 4), "__len__": lambda self: 4})()
+    assert _window(frame, None, None, "a paper run") == (0, 4)
+    with pytest.raises(FoxhuntError, match="^--from/--to select 1 bars; a paper run needs at "
+                                           "least 3$"):
+        _window(frame, "3", "3", "a paper run")

@@ -27,6 +27,7 @@ from torch import Tensor
 from foxhunt.agents.dqn import BranchingQNetwork
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
+from foxhunt.devices import resolve_device
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.market import MarketTensors
 from foxhunt.env.vector_env import POS_STATE
@@ -420,6 +421,6 @@ def checkpoint_policy(
     load_checkpoint(path, network)
     network.eval()
     if device is not None:
-        network.to(device)
+        network.to(resolve_device(device))
     return CheckpointPolicy(path, network, matrix.values, matrix.valid_from, env,
                             label or path.stem)

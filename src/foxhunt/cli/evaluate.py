@@ -25,13 +25,14 @@ def load_series(ctx: typer.Context, symbol: str, bars: str):
     return instrument, frame, periods_per_year(spec, instrument.session, frame.ts)
 
 
-def _window(frame, start: str | None, end: str | None) -> tuple[int, int]:
+def _window(frame, start: str | None, end: str | None, what: str = "a backtest") -> tuple[int, int]:
+    """Bar rows [lo, hi) of --from/--to; `what` names the calling command in the error."""
     import numpy as np
 
     lo = 0 if start is None else int(np.searchsorted(frame.ts, parse_ts_option(start, "--from"), "left"))
     hi = len(frame) if end is None else int(np.searchsorted(frame.ts, parse_ts_option(end, "--to"), "right"))
     if hi - lo < 3:
-        raise FoxhuntError(f"--from/--to select {max(hi - lo, 0)} bars; a backtest needs at least 3")
+        raise FoxhuntError(f"--from/--to select {max(hi - lo, 0)} bars; {what} needs at least 3")
     return lo, hi
 
 
@@ -91,14 +92,15 @@ def backtest(
 ) -> None:
     """Backtest a run, a checkpoint or baseline strategies through the training env's fill model."""
     from foxhunt.backtest import checkpoint_policy, parse_strategy, run_backtest, write_trades
+    from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
     from foxhunt.report.run import backtest_run, run_report_data
 
     chosen = [x for x in (run, checkpoint, strategy) if x]
     if len(chosen) != 1:
         raise FoxhuntError("backtest: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
+    dev = resolve_device(device)
     instrument, frame, ppy = load_series(ctx, symbol, bars)
-    dev = device or "auto"
     if run is not None:
         per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev, periods_per_year=ppy)
         results = [r for fold in per_fold for r in fold]
@@ -159,12 +161,14 @@ def report_cmd(
         from foxhunt.cli.tune import report_study
 
         return report_study(run_dir, out_file, as_json)
+    from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
     from foxhunt.report.run import SOURCE_FILE, backtest_run, read_run, run_report_data
 
+    dev = resolve_device(device)
     source = read_run(run_dir)[SOURCE_FILE]
     instrument, frame, ppy = load_series(ctx, source["symbol"], source["bars"])
-    per_fold = backtest_run(run_dir, frame, instrument, device=device or "auto", periods_per_year=ppy)
+    per_fold = backtest_run(run_dir, frame, instrument, device=dev, periods_per_year=ppy)
     write_report(run_report_data(run_dir, per_fold), out_file)
     rows = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
