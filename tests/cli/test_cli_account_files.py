@@ -69,10 +69,11 @@ def test_a_start_killed_before_its_log_held_an_event_resumes_as_a_fresh_start(
     files.folder.mkdir(parents=True, exist_ok=True)
     files.write_meta({"symbol": "SYN"})  # a start killed after its arguments, before an event
     SqlEventStore(f"sqlite:///{files.folder / 'k.sqlite'}").close()
-    code, out, err = run(capsys, "paper", *SYN, *SMA, "--account", "k", "--resume", "--json")
+    code, _, err = run(capsys, "paper", *SYN, *SMA, "--account", "k", "--resume", "--json")
     assert code == 0 and "has no run to resume: starting one" in err
-    fresh = run_json(capsys, "paper", *SYN, *SMA, "--account", "never-started", "--resume")
-    assert fresh["resumed_from"] is None and fresh["fills"] > 0
+    code, _, err = run(capsys, "paper", *SYN, *SMA, "--account", "never-started", "--resume")
+    assert code == 1 and "account 'never-started' has no paper run to resume" in err
+    assert not list((isolated_home / "trading").glob("never-started*"))
 
 
 def test_one_trader_per_account_and_log(capsys, synth_market, isolated_home):

@@ -135,9 +135,10 @@ class _Start:
 
 def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lock: bool) -> _Start:
     """Open the account's log for a run: a fresh start, or the run to resume (its arguments
-    must be the same). A start that fails writes nothing: what it created is removed. A log
-    that holds no event yet (a start killed before its first event) starts afresh, with or
-    without --resume, so a supervisor that always resumes works."""
+    must be the same). A start that fails writes nothing: what it created is removed. A start
+    killed before its log held an event (it left a lock, its arguments or an empty log) starts
+    afresh with --resume too, so a supervisor that always resumes works; --resume on an
+    account that never started is refused (a mistyped name must not start a new run)."""
     from foxhunt.execution import SqlEventStore
 
     sqlite_file = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
@@ -160,6 +161,9 @@ def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lo
                 raise FoxhuntError(f"--resume: {', '.join(diff)} differ from the run being "
                                    f"resumed ({files.meta}); give the same arguments")
             return _Start(store)
+        if resume and created_lock and before is None:
+            raise FoxhuntError(f"account {files.account!r} has no paper run to resume (log "
+                               f"{_shown(url)}); start one without --resume")
         if files.journal.exists() and files.journal.stat().st_size:
             raise FoxhuntError(
                 f"{files.journal} holds a venue's record but the log {_shown(url)} holds no "
@@ -194,15 +198,16 @@ def paper(
     account: AccountOpt = "paper",
     log: LogOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue this account's run after a stop or crash.")] = False,
+    rebuild_venue: Annotated[bool, typer.Option("--rebuild-venue", help="With --resume: write the paper venue's journal afresh from the event log (when the journal is damaged or lost its tail).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Paper-trade a trained agent or a rule strategy over stored bars, behind the risk limits."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from foxhunt.cli.evaluate import _window, load_series
-    from foxhunt.execution.sim import SimulatedVenue
+    from foxhunt.execution.sim import SimulatedVenue, rebuild_journal
     from foxhunt.orders.contract import Contract
-    from foxhunt.paper import PaperTrader, load_agent, load_rule
+    from foxhunt.paper import PaperTrader, ReconciliationError, load_agent, load_rule
     from foxhunt.risk.config import RiskConfig, load_risk_config
 
     chosen = [x for x in (run, checkpoint, strategy) if x]
@@ -233,14 +238,23 @@ def paper(
         loaded = load_agent(path, instrument, features)
         env, policy = loaded.env, f"checkpoint:{files.relative(path)}"
     contract = Contract.from_instrument(instrument)
-    PaperTrader.validate(frame, contract, loaded.decider, window)
+    PaperTrader.validate(frame, contract, loaded.decider, window, limits)
     meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
             "log": files.log, "slippage_ticks": env.slippage_ticks,
             "risk": limits.model_dump(mode="json")}
+    if rebuild_venue and not resume:
+        raise FoxhuntError("--rebuild-venue rebuilds a run's venue journal: use it with --resume")
     with files.hold() as created_lock:
         started = _start_paper(url, files, meta, resume, created_lock)
         store = started.store
-        venue = SimulatedVenue({symbol: contract}, env.slippage_ticks, journal=files.journal)
+        try:
+            if rebuild_venue:
+                kept = rebuild_journal(files.journal, store, {symbol: contract})
+                err.print(f"venue journal rebuilt from the log; the old one is {kept}")
+            venue = SimulatedVenue({symbol: contract}, env.slippage_ticks, journal=files.journal)
+        except BaseException:
+            store.close()
+            raise
         bar_ui = progress = None
         if not as_json and out.is_terminal:
             bar_ui = Progress(TextColumn("paper {task.fields[symbol]}"), BarColumn(),
@@ -261,6 +275,10 @@ def paper(
                     result = trader.run()
             else:
                 result = trader.run()
+        except ReconciliationError as exc:
+            raise ReconciliationError(
+                f"{exc}. If the venue's journal {files.journal} lost its tail, rebuild it from "
+                "the log: the same command with --resume --rebuild-venue") from None
         finally:
             venue.close()
             store.close()

@@ -40,9 +40,10 @@ def hide_password(url: str) -> str:
     from sqlalchemy.exc import ArgumentError
 
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except (ArgumentError, ValueError):
         return url
+    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
 
 
 @dataclass(frozen=True)

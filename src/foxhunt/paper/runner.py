@@ -58,6 +58,7 @@ from foxhunt.paper.mirror import CLOSE, MARKET, STOP, EnvMirror
 from foxhunt.paper.policy import AgentDecider, RuleDecider
 from foxhunt.portfolio.events import PriceMarked
 from foxhunt.risk.config import RiskConfig
+from foxhunt.risk.engine import Limits
 
 FLUSH_MARKS, FLUSH_SECONDS = 1024, 1.0
 """A quiet bar's mark waits for the next append (an order, a fill, a breaker) or for one of
@@ -215,7 +216,7 @@ class PaperTrader:
         self.risk = risk or RiskConfig()
         self.account, self.starting_cash = account, Decimal(starting_cash)
         self.speed, self.progress, self.sleep = speed, progress, sleep
-        self.first = self.validate(bars, self.contract, decider, window)
+        self.first = self.validate(bars, self.contract, decider, window, self.risk)
         self.lo, self.hi = window
         self.steps = self.hi - 1 - self.first
         if isinstance(decider, AgentDecider):
@@ -240,8 +241,10 @@ class PaperTrader:
 
     @staticmethod
     def validate(bars: Bars, contract: Contract, decider: RuleDecider | AgentDecider,
-                 window: tuple[int, int]) -> int:  # fmt: skip
+                 window: tuple[int, int], risk: RiskConfig | None = None) -> int:  # fmt: skip
         """Check a run's inputs before anything is opened or written; its first decision bar."""
+        if risk is not None:
+            Limits(risk, {contract.symbol: contract})
         lo, hi = window
         if not 0 <= lo < hi <= len(bars):
             raise ConfigError(f"paper window [{lo}, {hi}) must lie inside the {len(bars)} bars")
@@ -373,9 +376,12 @@ class PaperTrader:
         if t > self.first:
             self.venue.on_bar(sym, ts, self._opens[t], self._highs[t], self._lows[t])
             self._deliver()
-            end = t == self.hi - 1 or (self.env.flatten_at_session_end and self._session_end[t])
-            if end:
+            last = t == self.hi - 1
+            if last or (self.env.flatten_at_session_end and self._session_end[t]):
                 self._flatten_at_close(t, ts, close)
+            if last:  # no price comes after this close: later market orders fill at it
+                self.venue.end_feed(sym, ts, close)
+                self._deliver()
         eng.mark(sym, close, ts, defer=True)
         if t > self.first:
             self._bar_fills(t)
