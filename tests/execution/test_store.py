@@ -121,7 +121,7 @@ def test_a_second_writer_is_refused_instead_of_interleaving(log_url):
 def test_an_unreachable_log_is_one_line_naming_it(tmp_path):
     blocker = Path(tmp_path / "file")
     blocker.write_text("")
-    with pytest.raises(EventLogError, match="event log sqlite:///.*: cannot create its folder"):
+    with pytest.raises(EventLogError, match=r"event log /.*/file/sub/log\.sqlite: cannot create its folder \(Not a directory\)"):
         SqlEventStore(f"sqlite:///{blocker / 'sub' / 'log.sqlite'}")
 
 
@@ -131,7 +131,10 @@ def test_an_unreachable_postgresql_server_is_one_line_naming_the_log(tmp_path):
     with pytest.raises(EventLogError) as err:
         SqlEventStore(url)
     message = str(err.value)
-    assert message.startswith(f"event log {url}: cannot open (OperationalError: ")
+    assert message.startswith(f"event log {url}: cannot open it: the database server is "
+                              "unreachable (connection ")
+    assert message.endswith("; restart it and run the command again (with --resume for a "
+                            "paper run)")
     assert "\n" not in message
 
 

@@ -19,27 +19,47 @@ Orders fill whole (no liquidity model). Reports are queued and handed out by `re
 delivered from inside a call, as the `Venue` protocol requires.
 
 A venue outlives the trader's process: with a `journal` file the venue appends every order it
-took, every report it sent and every bar it processed, one JSON line each (flushed to the OS,
-so a killed trader loses none), and a new `SimulatedVenue` on the same file rebuilds itself
-from it: its working orders, its positions and every report it ever sent (`history`), which
-is what a restarted OMS reconciles against. A bar or close already processed is ignored, and
-an order id it already knows is not taken twice.
+took, every report it sent and every bar it processed, one JSON line each, and a new
+`SimulatedVenue` on the same file rebuilds itself from it: its working orders, its positions
+and every report it ever sent (`history`), which is what a restarted OMS reconciles against. A
+bar or close already processed is ignored, and an order id it already knows is not taken twice.
+Each line is flushed to the OS at once (a killed trader loses none) and the file is fsync'd
+before any report leaves the venue (`reports()`, `history`, and before submit, cancel and modify
+return), so the event log, which only ever holds reports, never holds a venue fact the journal
+could lose to a power cut; a bar's line with no report rides on the next sync.
+
+`end_feed` says no more prices will come for a symbol: market orders fill at once at its last
+close, stops and limits are canceled. `rebuild_journal` writes a journal afresh from the
+account's event log, for when the journal is damaged or lost its tail.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import re
+import shutil
+import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from decimal import Decimal
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from foxhunt.env.fills import CostModel, fill_price, stop_trigger
 from foxhunt.execution import venue as v
+from foxhunt.execution.engine import TradingEngine
+from foxhunt.execution.store import EventStore
+from foxhunt.orders import events as oe
 from foxhunt.orders.contract import Contract, Price
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
+from foxhunt.orders.errors import TradingError
 from foxhunt.orders.order import Order
+from foxhunt.portfolio.events import PriceMarked
 
 
 @dataclass(slots=True)
@@ -68,8 +88,87 @@ REPORTS: dict[str, type[v.VenueReport]] = {
 }  # fmt: skip
 
 
-class VenueJournalError(Exception):
-    """The venue's journal cannot be read back."""
+REBUILD = ("the event log is the truth: rebuild the journal from it "
+           "(`foxhunt paper ... --resume --rebuild-venue`)")
+"""What to do about a journal that cannot be read back (see `rebuild_journal`)."""
+FEED_ENDED = "the feed ended"
+
+
+class VenueJournalError(TradingError):
+    """The venue's journal cannot be read back, or rebuilt."""
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _field(tp: Any, value: Any, name: str) -> Any:
+    """`value` read from JSON as the field type `tp`, or ValueError."""
+    args = typing.get_args(tp)
+    if type(None) in args:
+        if value is None:
+            return None
+        (tp,) = [a for a in args if a is not type(None)]
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return tp(value)
+    if tp is Decimal:
+        if type(value) not in (str, int):
+            raise ValueError(f"{name} is {value!r}, not a decimal")
+        return Decimal(value)
+    if tp not in (int, str, bool) or type(value) is not tp:
+        raise ValueError(f"{name} is {value!r}, not {getattr(tp, '__name__', tp)}")
+    return value
+
+
+def _decode(cls: type, data: Any) -> Any:
+    """A dataclass from its JSON object, every field checked (a damaged line is refused)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} is {type(data).__name__}, not an object")
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    unknown = set(data) - {f.name for f in fields}
+    if unknown:
+        raise ValueError(f"{cls.__name__} has unknown fields {sorted(unknown)}")
+    values = {}
+    for f in fields:
+        if f.name in data:
+            values[f.name] = _field(hints[f.name], data[f.name], f.name)
+        elif f.default is dataclasses.MISSING:
+            raise ValueError(f"{cls.__name__} has no {f.name!r}")
+    return cls(**values)
+
+
+def _resting_json(rest: _Resting) -> dict[str, Any]:
+    return {**asdict(rest), "side": rest.side.value, "order_type": rest.order_type.value,
+            "time_in_force": rest.time_in_force.value}
+
+
+def _report_json(report: v.VenueReport) -> dict[str, Any]:
+    return {"kind": type(report).__name__, "report": asdict(report)}
+
+
+def _report_of(rec: Any) -> v.VenueReport:
+    if not isinstance(rec, dict) or rec.get("kind") not in REPORTS:
+        raise ValueError(f"unknown report {rec.get('kind') if isinstance(rec, dict) else rec!r}")
+    return _decode(REPORTS[rec["kind"]], rec["report"])
+
+
+def _ticks_map(data: Any, name: str) -> dict[str, int]:
+    if not isinstance(data, dict) or not all(type(x) is int for x in data.values()):
+        raise ValueError(f"{name} is not a map of symbols to integers")
+    return dict(data)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class SimulatedVenue:
@@ -84,66 +183,146 @@ class SimulatedVenue:
         self._resting: dict[str, _Resting] = {}
         self._queue: list[v.VenueReport] = []
         self._n = 0
-        self.history: list[v.VenueReport] = []  # every report sent, in order
+        self._history: list[v.VenueReport] = []  # every report sent, in order
         self.known: set[str] = set()  # every client order id taken
         self.positions: dict[str, int] = {}  # net contracts filled per symbol
         self.last_bar: dict[str, int] = {}  # ts of the last bar processed per symbol
         self.last_close: dict[str, int] = {}
+        self.ended: dict[str, tuple[int, int]] = {}  # symbol -> (ts, close in ticks) of its end
         self._journal = None
-        if journal is not None:
-            path = Path(journal)
-            if path.exists():
-                self._restore(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._journal = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held for life
+        self._unsynced = False
+        self.path = None if journal is None else Path(journal)
+        if self.path is not None:
+            terminate = self._restore(self.path) if self.path.exists() else False
+            try:
+                new = not self.path.exists()
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._journal = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+                if terminate:  # a whole last line that missed its newline
+                    self._journal.write("\n")
+                    self._journal.flush()
+                    self._unsynced = True
+                if new:
+                    _fsync_dir(self.path.parent)
+            except OSError as exc:
+                raise VenueJournalError(f"venue journal {self.path}: cannot open it "
+                                        f"({exc.strerror or exc})") from None
+            for symbol in [s for s in self.ended if s in self.contracts]:
+                self._settle(symbol)  # an end whose reports a crash cut short
 
     def close(self) -> None:
         if self._journal is not None:
+            self._sync()
             self._journal.close()
             self._journal = None
 
+    @property
+    def history(self) -> list[v.VenueReport]:
+        """Every report the venue sent, in order (synced to disk before it is read)."""
+        self._sync()
+        return self._history
+
     def _write(self, op: str, **fields) -> None:
         if self._journal is not None:
-            self._journal.write(json.dumps({"op": op, "n": self._n, **fields}) + "\n")
+            self._journal.write(json.dumps({"op": op, "n": self._n, **fields}, default=str)
+                                + "\n")
             self._journal.flush()
+            self._unsynced = True
 
-    def _restore(self, path: Path) -> None:
+    def _sync(self) -> None:
+        """Sync the journal: what it holds survives a power cut from now on (fdatasync: the
+        data and the file's size, not its times; a quarter of fsync's mean here)."""
+        if self._unsynced and self._journal is not None:
+            _datasync(self._journal.fileno())
+            self._unsynced = False
+
+    def _restore(self, path: Path) -> bool:
         """Apply the journal's lines in order; a torn last line (the process died writing it)
-        never happened."""
-        lines = path.read_text(encoding="utf-8").split("\n")
-        for i, line in enumerate(lines):
-            if not line:
+        never happened. True when the last line is whole but lacks its newline."""
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise VenueJournalError(f"venue journal {path}: cannot read it "
+                                    f"({exc.strerror or exc})") from None
+        lines = data.split(b"\n")
+        offset = 0
+        for i, raw in enumerate(lines):
+            start, offset = offset, offset + len(raw) + 1
+            if not raw:
                 continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+                rec = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
                 if i == len(lines) - 1:  # the last line, cut short: drop it from the file
-                    with open(path, "r+", encoding="utf-8") as fh:
-                        fh.truncate(len("\n".join(lines[:i]).encode()) + (1 if i else 0))
-                    break
-                raise VenueJournalError(f"{path}: line {i + 1} is not JSON") from None
-            self._n = rec["n"]
-            op = rec["op"]
-            if op == "order":
-                r = _Resting(**{**rec["order"], "side": Side(rec["order"]["side"]),
-                                "order_type": OrderType(rec["order"]["order_type"]),
-                                "time_in_force": TimeInForce(rec["order"]["time_in_force"])})
-                self._resting[r.client_order_id] = r
-                self.known.add(r.client_order_id)
-                self.history.append(v.Accepted(**rec["report"]))
-            elif op == "report":
-                report = REPORTS[rec["kind"]](**rec["report"])
-                self._effect(report)
-                self.history.append(report)
-            elif op == "bar":
-                self.last_bar[rec["symbol"]] = rec["ts"]
+                    with open(path, "r+b") as fh:
+                        fh.truncate(start)
+                        os.fsync(fh.fileno())
+                    return False
+                raise VenueJournalError(
+                    f"venue journal {path}: line {i + 1} is not JSON ({str(exc)[:60]}); "
+                    f"{REBUILD}") from None
+            try:
+                self._apply_line(rec)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                why = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+                raise VenueJournalError(
+                    f"venue journal {path}: line {i + 1} is damaged ({why[:100]}); {REBUILD}"
+                ) from None
+        return bool(data) and not data.endswith(b"\n")
+
+    def _apply_line(self, rec: Any) -> None:
+        """One journal line applied to the venue's record (KeyError, TypeError or ValueError
+        when it does not fit)."""
+        if not isinstance(rec, dict):
+            raise TypeError("not an object")
+        n, op = rec["n"], rec["op"]
+        if type(n) is not int:
+            raise ValueError(f"n is {n!r}")
+        if op == "order":
+            r = _decode(_Resting, rec["order"])
+            accepted = _decode(v.Accepted, rec["report"])
+            self._resting[r.client_order_id] = r
+            self.known.add(r.client_order_id)
+            self._history.append(accepted)
+        elif op == "report":
+            report = _report_of(rec)
+            if isinstance(report, v.Rejected):
+                self.known.add(report.client_order_id)
+            self._effect(report)
+            self._history.append(report)
+        elif op in ("bar", "close", "end"):
+            symbol, ts = rec["symbol"], rec["ts"]
+            if type(symbol) is not str or type(ts) is not int:
+                raise ValueError(f"symbol {symbol!r} or ts {ts!r}")
+            if op == "bar":
+                self.last_bar[symbol] = ts
+                if symbol in self.ended and ts > self.ended[symbol][0]:
+                    del self.ended[symbol]
                 for r in self._resting.values():
-                    if r.symbol == rec["symbol"] and r.time_in_force is not TimeInForce.ATC:
+                    if r.symbol == symbol and r.time_in_force is not TimeInForce.ATC:
                         r.bars_seen += 1
             elif op == "close":
-                self.last_close[rec["symbol"]] = rec["ts"]
+                self.last_close[symbol] = ts
             else:
-                raise VenueJournalError(f"{path}: line {i + 1} has an unknown op {op!r}")
+                close = rec["close"]
+                if type(close) is not int:
+                    raise ValueError(f"close is {close!r}")
+                self.ended[symbol] = (ts, close)
+        elif op == "state":
+            self._resting = {r.client_order_id: r
+                             for r in (_decode(_Resting, x) for x in rec["resting"])}
+            self._history = [_report_of(x) for x in rec["history"]]
+            known = rec["known"]
+            if not isinstance(known, list) or not all(type(c) is str for c in known):
+                raise ValueError("known is not a list of order ids")
+            self.known = set(known)
+            self.positions = _ticks_map(rec["positions"], "positions")
+            self.last_bar = _ticks_map(rec["last_bar"], "last_bar")
+            self.last_close = _ticks_map(rec["last_close"], "last_close")
+            self.ended = {}
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        self._n = n
 
     def _effect(self, report: v.VenueReport) -> None:
         """What a report says happened, applied to the venue's own record."""
@@ -165,10 +344,9 @@ class SimulatedVenue:
 
     def _report(self, report: v.VenueReport) -> None:
         """Journal a report, apply it to the venue's record, queue it for the OMS."""
-        if self._journal is not None:
-            self._write("report", kind=type(report).__name__, report=asdict(report))
+        self._write("report", **_report_json(report))
         self._effect(report)
-        self.history.append(report)
+        self._history.append(report)
         self._queue.append(report)
 
     def _next(self, prefix: str) -> str:
@@ -176,7 +354,10 @@ class SimulatedVenue:
         return f"{prefix}{self._n}"
 
     def reports(self) -> list[v.VenueReport]:
-        """The reports queued since the last call, in the order they happened."""
+        """The reports queued since the last call, in the order they happened; the journal is
+        synced first, so no report leaves before what it says is on disk."""
+        if self._queue:
+            self._sync()
         out, self._queue = self._queue, []
         return out
 
@@ -187,8 +368,17 @@ class SimulatedVenue:
     # --- the Venue protocol -----------------------------------------------------------------
 
     def submit(self, order: Order) -> None:
-        """Take an order; an id taken before is ignored (a resend after a restart)."""
+        """Take an order; an id taken before is ignored (a resend after a restart). After
+        `end_feed` a market order fills at once at the feed's last close; any other order is
+        rejected."""
         if order.client_order_id in self.known:
+            return
+        ended = self.ended.get(order.symbol)
+        if ended is not None and order.order_type is not OrderType.MARKET:
+            self.known.add(order.client_order_id)
+            self._report(v.Rejected(client_order_id=order.client_order_id, ts_ns=order.ts_last,
+                                    reason=FEED_ENDED))  # fmt: skip
+            self._sync()
             return
         vid = self._next("SIM-")
         rest = _Resting(
@@ -198,15 +388,15 @@ class SimulatedVenue:
         accepted = v.Accepted(client_order_id=order.client_order_id, ts_ns=order.ts_last,
                               venue_order_id=vid)
         # the order and its acceptance in one line: a crash keeps both or neither
-        if self._journal is not None:
-            self._write("order", order={**asdict(rest), "side": rest.side.value,
-                                        "order_type": rest.order_type.value,
-                                        "time_in_force": rest.time_in_force.value},
-                        report=asdict(accepted))
+        self._write("order", order=_resting_json(rest), report=asdict(accepted))
         self._resting[order.client_order_id] = rest
         self.known.add(order.client_order_id)
-        self.history.append(accepted)
+        self._history.append(accepted)
         self._queue.append(accepted)
+        if ended is not None:
+            self._close_fill(rest, max(order.ts_last, ended[0]),
+                             self.contracts[order.symbol].price_float(ended[1]))
+        self._sync()
 
     def cancel(self, order: Order) -> None:
         cid = order.client_order_id
@@ -217,6 +407,7 @@ class SimulatedVenue:
         else:
             self._report(v.Canceled(client_order_id=cid, ts_ns=order.ts_last,
                                     reason="canceled on request"))  # fmt: skip
+        self._sync()
 
     def modify(
         self, order: Order, quantity: int | None, limit_ticks: int | None, stop_ticks: int | None
@@ -227,13 +418,14 @@ class SimulatedVenue:
             self._report(v.ModifyRejected(client_order_id=cid, ts_ns=order.ts_last,
                                           reason="not working at the venue",
                                           request=order.requests))  # fmt: skip
-            return
-        leaves = rest.leaves if quantity is None else quantity - order.filled_qty
-        self._report(v.Updated(
-            client_order_id=cid, ts_ns=order.ts_last, update_id=self._next("U-"),
-            quantity=order.filled_qty + leaves, limit_ticks=limit_ticks,
-            stop_ticks=stop_ticks,
-        ))  # fmt: skip
+        else:
+            leaves = rest.leaves if quantity is None else quantity - order.filled_qty
+            self._report(v.Updated(
+                client_order_id=cid, ts_ns=order.ts_last, update_id=self._next("U-"),
+                quantity=order.filled_qty + leaves, limit_ticks=limit_ticks,
+                stop_ticks=stop_ticks,
+            ))  # fmt: skip
+        self._sync()
 
     # --- market data --------------------------------------------------------------------------
 
@@ -242,13 +434,17 @@ class SimulatedVenue:
         market orders first. A bar at or before the last one processed is ignored."""
         if ts_ns <= self.last_bar.get(symbol, -1):
             return
+        ended = self.ended.get(symbol)
+        if ended is not None:
+            if ts_ns <= ended[0]:
+                return
+            del self.ended[symbol]  # prices came again: the feed goes on
         meets = [r for r in self._resting.values()
                  if r.symbol == symbol and r.time_in_force is not TimeInForce.ATC]
         if meets:
             self._meet(meets, symbol, ts_ns, open_, high, low)
         self.last_bar[symbol] = ts_ns
-        if self._journal is not None:
-            self._write("bar", symbol=symbol, ts=ts_ns)
+        self._write("bar", symbol=symbol, ts=ts_ns)
 
     def _meet(self, meets: list[_Resting], symbol: str, ts_ns: int, open_: Price, high: Price,
               low: Price) -> None:
@@ -283,19 +479,50 @@ class SimulatedVenue:
         trader. A close at or before the last one processed is ignored."""
         if ts_ns <= self.last_close.get(symbol, -1):
             return
-        contract = self.contracts[symbol]
         for rest in [r for r in self._resting.values()
                      if r.symbol == symbol and r.time_in_force is TimeInForce.ATC]:
-            signed = rest.leaves * rest.side.sign
-            price = contract.to_ticks(float(fill_price(_t(float(close)), _t(signed),
-                                                      self.costs[symbol])))
-            self._report(v.Filled(
-                client_order_id=rest.client_order_id, ts_ns=ts_ns,
-                fill_id=self._next(f"{rest.venue_order_id}-F"), quantity=rest.leaves,
-                price_ticks=price,
-            ))  # fmt: skip
+            self._close_fill(rest, ts_ns, float(close))
         self.last_close[symbol] = ts_ns
         self._write("close", symbol=symbol, ts=ts_ns)
+
+    def _close_fill(self, rest: _Resting, ts_ns: int, close: float) -> None:
+        """`rest` fills whole at `close`, slippage against the trader (an at-the-close fill)."""
+        contract = self.contracts[rest.symbol]
+        signed = rest.leaves * rest.side.sign
+        price = contract.to_ticks(float(fill_price(_t(close), _t(signed),
+                                                   self.costs[rest.symbol])))
+        self._report(v.Filled(
+            client_order_id=rest.client_order_id, ts_ns=ts_ns,
+            fill_id=self._next(f"{rest.venue_order_id}-F"), quantity=rest.leaves,
+            price_ticks=price,
+        ))  # fmt: skip
+
+    def end_feed(self, symbol: str, ts_ns: int, close: Price) -> None:
+        """No more prices will come for `symbol` after `close` at `ts_ns`: its working market
+        orders (ATC included) fill at once at that close, slippage against the trader, as at a
+        close; its stops and limits are canceled ("the feed ended"), since nothing can reach
+        them any more. Later, a market order fills at once at that close and any other order
+        is rejected. A call at or before the end already recorded is ignored; a bar after the
+        end means the feed goes on after all."""
+        ended = self.ended.get(symbol)
+        if ended is not None and ts_ns <= ended[0]:
+            return
+        self.ended[symbol] = (ts_ns, self.contracts[symbol].to_ticks(close))
+        self._settle(symbol)
+        # after its reports: a crash before this line leaves the end to be called again
+        self._write("end", symbol=symbol, ts=ts_ns, close=self.ended[symbol][1])
+
+    def _settle(self, symbol: str) -> None:
+        """What the end of `symbol`'s feed does to its working orders."""
+        ts_ns, close = self.ended[symbol]
+        price = self.contracts[symbol].price_float(close)
+        mine = [r for r in self._resting.values() if r.symbol == symbol]
+        for rest in sorted(mine, key=lambda r: r.order_type is not OrderType.MARKET):
+            if rest.order_type is OrderType.MARKET:
+                self._close_fill(rest, ts_ns, price)
+            else:
+                self._report(v.Canceled(client_order_id=rest.client_order_id, ts_ns=ts_ns,
+                                        reason=FEED_ENDED))  # fmt: skip
 
     def _reference(
         self, rest: _Resting, o: int, h: int, lo: int, contract: Contract, ts_ns: int
@@ -336,3 +563,127 @@ class SimulatedVenue:
         """The session closed: DAY orders expire."""
         for rest in [r for r in self._resting.values() if r.time_in_force is TimeInForce.DAY]:
             self._report(v.Expired(client_order_id=rest.client_order_id, ts_ns=ts_ns))
+
+
+_LOG_REPORTS: dict[type, Any] = {
+    oe.OrderAccepted: lambda e: v.Accepted(venue_order_id=e.venue_order_id, **_base(e)),
+    oe.OrderRejected: lambda e: v.Rejected(reason=e.reason, **_base(e)),
+    oe.OrderTriggered: lambda e: v.Triggered(**_base(e)),
+    oe.OrderFilled: lambda e: v.Filled(fill_id=e.fill_id, quantity=e.quantity,
+                                       price_ticks=e.price_ticks, **_base(e)),
+    oe.OrderCanceled: lambda e: v.Canceled(reason=e.reason, **_base(e)),
+    oe.OrderExpired: lambda e: v.Expired(**_base(e)),
+    oe.OrderUpdated: lambda e: v.Updated(update_id=e.update_id, quantity=e.quantity,
+                                         limit_ticks=e.limit_ticks, stop_ticks=e.stop_ticks,
+                                         **_base(e)),
+    oe.OrderCancelRejected: lambda e: v.CancelRejected(reason=e.reason, request=e.request,
+                                                       **_base(e)),
+    oe.OrderModifyRejected: lambda e: v.ModifyRejected(reason=e.reason, request=e.request,
+                                                       **_base(e)),
+}  # fmt: skip
+"""The log's order events that a venue reported, back to the reports they came from (same
+event ids, so a reconciling OMS recognises every one)."""
+
+
+def _base(e: oe.OrderEvent) -> dict[str, Any]:
+    return {"client_order_id": e.client_order_id, "ts_ns": e.ts_ns}
+
+
+def _numbers(*texts: str) -> list[int]:
+    return [int(x) for t in texts for x in re.findall(r"\d+", t)]
+
+
+def _old_n(path: Path) -> int:
+    """The largest id number a journal's readable lines used (0 when none or no file)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return 0
+    best = 0
+    for raw in data.split(b"\n"):
+        try:
+            n = json.loads(raw).get("n")
+        except (ValueError, AttributeError):
+            continue
+        if type(n) is int:
+            best = max(best, n)
+    return best
+
+
+def rebuild_journal(journal: Path | str, store: EventStore,
+                    contracts: Mapping[str, Contract]) -> Path | None:
+    """Write the simulated venue's journal afresh from the account's event log, for when the
+    journal is damaged or lost its tail (a resumed run then refuses: `ReconciliationError`).
+
+    For the simulated venue the log is the truth. The new journal holds one line, the
+    venue's state as the log has it: the working orders the venue had accepted (with their
+    terms, leaves and trigger state; an order the log sent but the venue never acknowledged
+    is left out, so that reconciliation sends it), the positions, every report the log holds
+    (as the reports they came from, so reconciliation recognises them all), and as the last
+    bar and close processed per symbol the log's last mark: a bar the log reached only part
+    way (its fills logged, its mark not) is met again, and the orders still working meet it as
+    they did. Ids go on from the highest number the log or the old journal used. The feed's
+    end is not in the log: call `end_feed` again (it is idempotent).
+
+    Atomic: written to a temporary file, fsync'd and read back, then moved into place; the
+    old journal is kept beside it as `<name>.damaged-<n>`, which is returned (None when there
+    was no journal)."""
+    path = Path(journal)
+    engine = TradingEngine(store, contracts)
+    history: list[v.VenueReport] = []
+    triggered: set[str] = set()
+    marks: dict[str, int] = {}
+    numbers = [_old_n(path)]
+    for _, event in store.read():
+        convert = _LOG_REPORTS.get(type(event))
+        if convert is not None:
+            report = convert(event)
+            history.append(report)
+            if isinstance(report, v.Triggered):
+                triggered.add(report.client_order_id)
+            numbers += _numbers(getattr(event, "venue_order_id", ""),
+                                getattr(event, "fill_id", ""), getattr(event, "update_id", ""))
+        elif isinstance(event, PriceMarked):
+            marks[event.symbol] = max(event.ts_ns, marks.get(event.symbol, 0))
+    resting = [
+        _Resting(o.client_order_id, o.venue_order_id, o.symbol, o.side, o.leaves_qty,
+                 o.order_type, o.time_in_force, o.limit_ticks, o.stop_ticks,
+                 triggered=o.client_order_id in triggered)
+        for o in engine.book.working() if o.venue_order_id is not None
+    ]  # fmt: skip
+    fills = {r.client_order_id for r in history if isinstance(r, v.Filled)}
+    positions = {o.symbol: engine.account.position(o.symbol) for o in engine.book
+                 if o.client_order_id in fills}  # fmt: skip
+    state = {
+        "op": "state", "n": max(numbers), "log": getattr(store, "name", ""),
+        "resting": [_resting_json(r) for r in resting],
+        "history": [_report_json(r) for r in history],
+        "known": sorted({r.client_order_id for r in history}),
+        "positions": positions, "last_bar": marks, "last_close": marks,
+    }  # fmt: skip
+    tmp = path.with_name(f".{path.name}.rebuild-{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(state, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        SimulatedVenue(contracts, journal=tmp).close()  # it reads back, or nothing moves
+        kept = None
+        if path.exists():
+            k = 1
+            while path.with_name(f"{path.name}.damaged-{k}").exists():
+                k += 1
+            kept = path.with_name(f"{path.name}.damaged-{k}")
+            try:
+                os.link(path, kept)  # the old journal stays in place until the new one lands
+            except OSError:
+                shutil.copy2(path, kept)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise VenueJournalError(f"venue journal {path}: cannot rebuild it "
+                                f"({exc.strerror or exc}); nothing was replaced") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    return kept
