@@ -131,3 +131,18 @@ def test_the_kill_switch_reaches_the_venue_of_a_stopped_run(capsys, synth_market
     [kill] = [o for o in run_json(capsys, "orders", "--account", "s", "--last", "0")["orders"]
               if o["tag"] == "kill_switch"]  # fmt: skip
     assert kill["status"] == "FILLED"
+
+
+def test_a_damaged_venue_journal_is_one_line_and_rebuild_venue_goes_on(capsys, synth_market,
+                                                                       isolated_home):
+    first = run_json(capsys, "paper", *SYN, *SMA, "--account", "j")
+    journal = isolated_home / "trading" / "j.venue.jsonl"
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join([*lines[:5], "not json", *lines[5:]]) + "\n")
+    code, _, err = run(capsys, "paper", *SYN, *SMA, "--account", "j", "--resume")
+    assert code == 1 and err.count("\n") == 1 and "--rebuild-venue" in err
+    code, _, err = run(capsys, "paper", *SYN, *SMA, "--account", "j", "--rebuild-venue")
+    assert code == 1 and "use it with --resume" in err
+    again = run_json(capsys, "paper", *SYN, *SMA, "--account", "j", "--resume", "--rebuild-venue")
+    assert (again["equity"], again["position"]) == (first["equity"], 0)
+    assert list((isolated_home / "trading").glob("j.venue.jsonl.damaged-*"))

@@ -250,7 +250,8 @@ def paper(
         try:
             if rebuild_venue:
                 kept = rebuild_journal(files.journal, store, {symbol: contract})
-                err.print(f"venue journal rebuilt from the log; the old one is {kept}")
+                err.print(f"venue journal {files.journal} rebuilt from the log"
+                          + (f"; the old one is {kept}" if kept is not None else ""))
             venue = SimulatedVenue({symbol: contract}, env.slippage_ticks, journal=files.journal)
         except BaseException:
             store.close()
