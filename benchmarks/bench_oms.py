@@ -94,19 +94,22 @@ def agent_checkpoint(folder: Path, bars, inst, agent: str) -> Path:
     return save_checkpoint(folder / "agent.pt", net, spec.model_dump(mode="json"), extra)
 
 
-def paper_trader(n_bars: int, url: str, folder: Path, agent: str) -> PaperTrader:
+def paper_trader(n_bars: int, url: str, folder: Path, agent: str,
+                 journal: Path | None = None) -> PaperTrader:
     bars = generate(SynthConfig(n_bars=n_bars, seed=3, signal_strength=0.3)).bars
     inst = InstrumentRegistry.load().get("SYN")
     checkpoint = agent_checkpoint(folder, bars, inst, agent)
     loaded = load_agent(checkpoint, inst, WORKLOAD_FEATURES)
-    venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks)
+    venue = SimulatedVenue({"SYN": Contract.from_instrument(inst)}, loaded.env.slippage_ticks,
+                           journal=journal)
     return PaperTrader(bars, inst, loaded.decider, (0, n_bars), store=SqlEventStore(url),
                        venue=venue, env=loaded.env, risk=OPEN, starting_cash=Decimal(100_000))
 
 
-def bench_paper(n_bars: int, url: str, folder: Path, agent: str) -> dict:
+def bench_paper(n_bars: int, url: str, folder: Path, agent: str,
+                journal: Path | None = None) -> dict:
     t = time.perf_counter()
-    trader = paper_trader(n_bars, url, folder, agent)
+    trader = paper_trader(n_bars, url, folder, agent, journal)
     setup = time.perf_counter() - t
     t = time.perf_counter()
     result = trader.run()
@@ -234,6 +237,9 @@ def main() -> None:
             "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder, args.agent),
             "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
                                                     folder, args.agent),
+            "paper_replay_sqlite_file_and_venue_journal": bench_paper(
+                args.bars, f"sqlite:///{tmp}/journaled.sqlite", folder, args.agent,
+                journal=folder / "venue.jsonl"),  # what `foxhunt paper` runs
             "paper_breakdown_us_per_bar": paper_breakdown(args.bars, folder, args.agent),
         }  # fmt: skip
     print(json.dumps(doc, indent=2))

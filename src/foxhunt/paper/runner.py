@@ -425,7 +425,7 @@ class PaperTrader:
         pending = sum(o.signed_leaves for o in eng.book.working(sym)
                       if o.order_type is OrderType.MARKET)
         delta = int(decision.target) - pos - pending
-        self._cancel_stops_but(ts, self._wanted_stop(decision, pos + pending + delta))
+        self._cancel_stops_but(ts, self._stop_size(decision, pos + pending + delta))
         planned = pos + pending
         if delta:
             order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
@@ -433,41 +433,42 @@ class PaperTrader:
             self._deliver()
             if order.status is not OrderStatus.DENIED:
                 planned += order.quantity * order.side.sign
-        self._place_stop(t, ts, self._wanted_stop(decision, planned))
+        self._place_stop(t, ts, decision, self._stop_size(decision, planned))
         self._deliver()
 
-    def _wanted_stop(self, decision, planned: int) -> tuple[Side, int, int] | None:
-        """The env's stop for a planned position: (side, contracts, stop ticks), or None."""
+    @staticmethod
+    def _stop_size(decision, planned: int) -> tuple[Side, int] | None:
+        """The env's stop for a planned position: (side, contracts), or None."""
         if decision.armed and planned != 0 and _sign(planned) == decision.side:
-            return Side.of(-planned), abs(planned), self.contract.to_ticks(decision.level)
+            return Side.of(-planned), abs(planned)
         return None
 
-    def _cancel_stops_but(self, ts: int, want: tuple[Side, int, int] | None) -> None:
+    def _cancel_stops_but(self, ts: int, size: tuple[Side, int] | None) -> None:
         eng = self.engine
         assert eng is not None
         for order in self._stops():
-            if want is None or (order.side, order.quantity - order.filled_qty) != want[:2]:
+            if size is None or (order.side, order.quantity - order.filled_qty) != size:
                 eng.cancel(order.client_order_id, ts)
                 self._deliver()
 
-    def _place_stop(self, t: int, ts: int, want: tuple[Side, int, int] | None) -> None:
-        """Make the working stop order the env's stop: move the one that matches, cancel the
-        others, or place a new one."""
+    def _place_stop(self, t: int, ts: int, decision, size: tuple[Side, int] | None) -> None:
+        """Make the working stop order the env's stop: move the one of that size to its level,
+        cancel the others, or place a new one."""
         eng, sym = self.engine, self.symbol
         assert eng is not None
+        ticks = None if size is None else self.contract.to_ticks(decision.level)
         for order in self._stops():
-            if want is not None and (order.side, order.quantity - order.filled_qty) == want[:2]:
-                if order.stop_ticks != want[2]:
-                    eng.modify(order.client_order_id, ts,
-                               stop_price=self.contract.price(want[2]))
+            if size is not None and (order.side, order.quantity - order.filled_qty) == size:
+                if order.stop_ticks != ticks:
+                    eng.modify(order.client_order_id, ts, stop_price=self.contract.price(ticks))
                     self._deliver()
-                want = None
+                size = None
             else:
                 eng.cancel(order.client_order_id, ts)
                 self._deliver()
-        if want is not None and f"S{t}" not in eng.book:
-            eng.submit(OrderRequest(sym, want[0], want[1], order_type=OrderType.STOP,
-                                    stop_price=self.contract.price(want[2]), reduce_only=False,
+        if size is not None and f"S{t}" not in eng.book:
+            eng.submit(OrderRequest(sym, size[0], size[1], order_type=OrderType.STOP,
+                                    stop_price=self.contract.price(ticks), reduce_only=False,
                                     client_order_id=f"S{t}", tag=STOP_TAG), ts)
 
     # --- result ---------------------------------------------------------------------------
@@ -475,9 +476,9 @@ class PaperTrader:
     def trades(self, result: PaperResult) -> Trades:
         """The round trips of the paper fills, built as the backtest builds its own
         (`extract_trades`: same columns, exit reasons and cost per fill: commission plus
-        slippage against the reference price). A position the run left open (a breaker halted
-        trading, so the window's last flatten was denied) is no round trip: its fills are left
-        out, and `result.position` says what is open."""
+        slippage against the reference price). A position the run left open (a run stopped
+        before its window's end) is no round trip: its fills are left out, and
+        `result.position` says what is open."""
         fills = [f for f in result.fills if f.bar >= 0]
         held, closed = 0, 0
         for i, f in enumerate(fills, start=1):
