@@ -146,3 +146,18 @@ def test_a_damaged_venue_journal_is_one_line_and_rebuild_venue_goes_on(capsys, s
     again = run_json(capsys, "paper", *SYN, *SMA, "--account", "j", "--resume", "--rebuild-venue")
     assert (again["equity"], again["position"]) == (first["equity"], 0)
     assert list((isolated_home / "trading").glob("j.venue.jsonl.damaged-*"))
+
+
+def test_the_kill_switch_flattens_at_once_after_the_window_ended(capsys, synth_market,
+                                                                  monkeypatch):
+    """A finished run that still holds a position (its last flatten skipped here): the venue
+    knows its feed ended, so `risk kill` fills the flatten at the last close, not never."""
+    monkeypatch.setattr(PaperTrader, "_flatten_at_close", lambda self, t, ts, close: None)
+    done = run_json(capsys, "paper", *SYN, "--strategy", "buy-and-hold", "--account", "e")
+    assert done["position"] != 0
+    doc = run_json(capsys, "risk", "kill", "--account", "e")
+    assert doc["flatten"].endswith("SYN is flat")
+    assert run_json(capsys, "positions", "--account", "e")["positions"][0]["position"] == 0
+    [kill] = [o for o in run_json(capsys, "orders", "--account", "e", "--last", "0")["orders"]
+              if o["tag"] == "kill_switch"]  # fmt: skip
+    assert kill["status"] == "FILLED"
