@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.data.instruments import Instrument, InstrumentRegistry, Session
 from foxhunt.data.synth import SynthConfig, SynthMarket, generate
 from foxhunt.env import EnvConfig
-from foxhunt.env.vector_env import POS_STATE
+from foxhunt.env.observation import ObservationSpec
 from foxhunt.features import FeatureConfig, FeaturePipeline
 from foxhunt.training.checkpoint import save_checkpoint
 from foxhunt.training.config import TrainingSpec
@@ -38,17 +39,23 @@ def random_table(n: int, seed: int, stops: bool = True) -> np.ndarray:
 
 
 def write_checkpoint(path: Path, bars, inst: Instrument, fit_until: int = 1500, window: int = 4,
-                     hidden: int = 32, seed: int = 0, episode_len: int = 64) -> Path:
-    """A randomly initialised agent saved the way the walk-forward trainer saves one."""
+                     hidden: int = 32, seed: int = 0, episode_len: int = 64,
+                     observation: bool = True) -> Path:
+    """A randomly initialised agent saved the way the walk-forward trainer saves one; without
+    `observation`, as it saved one before checkpoints held their `ObservationSpec`."""
     spec = TrainingSpec(env=EnvConfig(window=window, episode_len=episode_len),
                         agent=AgentConfig(hidden=hidden, atoms=11))
-    matrix = FeaturePipeline(FeatureConfig(), inst.session).transform(bars, fit_until=fit_until)
+    pipeline = FeaturePipeline(FeatureConfig(), inst.session)
+    matrix = pipeline.transform(bars, fit_until=fit_until)
+    obs = ObservationSpec.of(spec.env, pipeline)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        net = BranchingQNetwork(window * matrix.n_features + len(POS_STATE), spec.agent,
-                                matrix.groups, window, len(POS_STATE))
+        net = BranchingQNetwork(obs.size, spec.agent, matrix.groups, obs.window, obs.pos_dim)
     norm = matrix.normaliser
     extra = {"fold": 0, "normaliser": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
              "feature_names": list(matrix.names), "feature_groups": matrix.groups,
              "symbol": inst.symbol}
+    if observation:
+        extra.update(feature_config=pipeline.config.model_dump(mode="json"),
+                     observation=asdict(obs))
     return save_checkpoint(path, net, spec.model_dump(mode="json"), extra)

@@ -44,7 +44,20 @@ def test_features_are_rebuilt_with_the_stored_normaliser(setup):
     policy = checkpoint_policy(path, bars, inst)
     fitted = FeaturePipeline(FeatureConfig(), inst.session).transform(bars, fit_until=1500)
     np.testing.assert_array_equal(policy.features, fitted.values)
-    assert policy.first_bar() == fitted.valid_from + policy.window - 1
+    assert policy.first_bar() == fitted.valid_from + 3  # the first full 4-bar window
+
+
+def test_a_checkpoint_saved_before_observation_specs_backtests_as_before(setup, tmp_path):
+    """Checkpoints on disk from before the spec was stored get the one their settings imply."""
+    bars, inst, path = setup
+    old = checkpoint_policy(write_checkpoint(tmp_path / "old.pt", bars, inst, observation=False),
+                            bars, inst)
+    new = checkpoint_policy(path, bars, inst)
+    assert old.observation == new.observation
+    results = run_backtest(bars, inst, policies={"old": old, "new": new}, windows=[(0, 1200)],
+                           env_config=new.env_config, device="cpu")
+    np.testing.assert_array_equal(results[0].actions, results[1].actions)
+    np.testing.assert_array_equal(results[0].pnl, results[1].pnl)
 
 
 def test_the_first_window_bar_waits_for_the_features(setup):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from foxhunt.env import fills
+from foxhunt.env import ObservationSpec, fills
 from foxhunt.env.vector_env import TradingVecEnv
 from foxhunt.training.evaluate import (
     Rollouts,
@@ -32,7 +32,8 @@ def reference_rollouts(policy, market, env_config, windows, capital, chunks):
     """The eager loop, spelled out: per group of windows with equal steps, one env on the market
     handed in, one policy pass and one env step per step, each piece's position closed at its
     last bar's close."""
-    plans = [_chunking(env_config, w, chunks) for w in windows]
+    observation = ObservationSpec(env_config.window, market.n_features)
+    plans = [_chunking(observation, w, chunks) for w in windows]
     out = {}
     for steps in dict.fromkeys(s for _, s in plans):
         group = [i for i, (_, s) in enumerate(plans) if s == steps]

@@ -10,6 +10,7 @@ import torch
 
 from foxhunt.errors import ConfigError
 from foxhunt.training import trainer as trainer_module
+from foxhunt.training.checkpoint import load_policy
 from foxhunt.training.evaluate import constant_policy
 from foxhunt.training.trainer import FULL_LONG, WalkForwardTrainer
 from foxhunt.training.verdict import Opportunity
@@ -40,7 +41,8 @@ def deploying_always(spec):
 
 def test_run_directory_and_fold_table(market, tmp_path):
     seen = []
-    result = make(market, tmp_path, on_epoch=seen.append).run()
+    trainer = make(market, tmp_path, on_epoch=seen.append)
+    result = trainer.run()
     assert {p.name for p in tmp_path.iterdir()} >= {"spec.json", "run.jsonl", "timings.jsonl",
                                                       "folds.json", "checkpoints"}
     assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {
@@ -72,6 +74,8 @@ def test_run_directory_and_fold_table(market, tmp_path):
         assert doc["deployed"] in ("agent", "flat") and doc["reason"]
         assert doc["verdict"].startswith(f"fold {doc['fold']}: ")
         assert set(doc["train_eval"]) == set(doc["val"])
+        assert load_policy(doc["checkpoint"]).observation == trainer.observation
+    assert trainer.folds[0].train.start >= trainer.observation.first_decision()
 
 
 def test_test_windows_follow_validation_windows(market, tmp_path):

@@ -30,13 +30,10 @@ from foxhunt.data.series import Bars
 from foxhunt.devices import resolve_device
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.market import MarketTensors
-from foxhunt.env.vector_env import POS_STATE
-from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.env.observation import POS_STATE, ObservationSpec
+from foxhunt.errors import ConfigError
 from foxhunt.features.config import FeatureConfig
-from foxhunt.features.normalise import Normaliser
-from foxhunt.features.pipeline import FeaturePipeline
-from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint
-from foxhunt.training.config import TrainingSpec
+from foxhunt.training.checkpoint import PolicyCheckpoint, load_policy
 
 STRATEGY_FORMS = (
     "flat",
@@ -331,14 +328,12 @@ class CheckpointPolicy(PolicySpec):
     backtest's episode length to the training episode length and capped at 1, the most the agent
     ever saw (a backtest window is one long episode)."""
 
-    def __init__(self, path: Path, network: BranchingQNetwork, features: np.ndarray,
-                 valid_from: int, env_config: EnvConfig, label: str):
-        self.path, self.network, self.features = path, network, features
-        self.valid_from, self.env_config, self.label = valid_from, env_config, label
-        self.window = env_config.window
+    def __init__(self, policy: PolicyCheckpoint, features: np.ndarray, label: str):
+        self.path, self.network, self.features = policy.path, policy.network, features
+        self.observation, self.env_config, self.label = policy.observation, policy.spec.env, label
 
     def first_bar(self) -> int:
-        return self.valid_from + self.window - 1
+        return self.observation.first_decision()
 
     def build(self, market: MarketTensors, env_config: EnvConfig):
         if len(market) != len(self.features):
@@ -354,28 +349,26 @@ class CheckpointPolicy(PolicySpec):
                     "run it with the checkpoint's env settings (CheckpointPolicy.env_config)"
                 )
         device = market.device
-        scale = torch.ones(len(POS_STATE), dtype=torch.float32, device=device)
+        scale = torch.ones(self.observation.pos_dim, dtype=torch.float32, device=device)
         cap = torch.full_like(scale, float("inf"))
         scale[TIME_IN_TRADE] = env_config.episode_len / self.env_config.episode_len
         cap[TIME_IN_TRADE] = 1.0
         network = copy.deepcopy(self.network).to(device).eval()
-        feats = torch.as_tensor(self.features, device=device)
-        return GreedyAgent(network, feats, self.window, scale, cap)
+        rows = self.observation.market_rows(torch.as_tensor(self.features, device=device))
+        return GreedyAgent(network, self.observation, rows, scale, cap)
 
 
 class GreedyAgent:
-    """Observation = features of bars t-W+1..t (row-major) + position features, as in training."""
+    """The network's greedy actions on the observations training showed it."""
 
-    def __init__(self, network: BranchingQNetwork, features: Tensor, window: int, scale: Tensor,
-                 cap: Tensor):
-        self.network, self.features, self.scale, self.cap = network, features, scale, cap
-        self.offsets = torch.arange(-window + 1, 1, device=features.device)
+    def __init__(self, network: BranchingQNetwork, observation: ObservationSpec, rows: Tensor,
+                 scale: Tensor, cap: Tensor):
+        self.network, self.observation, self.rows = network, observation, rows
+        self.scale, self.cap = scale, cap
 
     def __call__(self, bar: Tensor, pos_state: Tensor) -> Tensor:
-        rows = (bar.unsqueeze(1) + self.offsets).clamp_min(0).reshape(-1)
-        x = self.features.index_select(0, rows).view(bar.shape[0], -1)
         pos = torch.minimum(pos_state * self.scale, self.cap)
-        return self.network.act(torch.cat((x, pos), dim=1))
+        return self.network.act(self.observation.observe(self.rows, bar, pos))
 
 
 def checkpoint_policy(
@@ -389,38 +382,12 @@ def checkpoint_policy(
 ) -> CheckpointPolicy:
     """Load a walk-forward checkpoint and rebuild its exact features for `bars`.
 
-    `features` is the feature config the run was trained with (default: the default config);
-    the checkpoint's feature names must match what it builds.
+    `features` is the feature config the run was trained with (default: the one the checkpoint
+    stores); the checkpoint's feature names must match what it builds.
     """
-    path = Path(path)
-    payload = read_checkpoint(path)
-    try:
-        spec = TrainingSpec.model_validate(payload["spec"])
-        extra = payload["extra"]
-        names = list(extra["feature_names"])
-    except (KeyError, TypeError, ValueError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"{path}: no usable training spec or feature names ({why})") from None
-    pipeline = FeaturePipeline(features or FeatureConfig(), instrument.session)
-    if names != pipeline.names:
-        diff = next((f"{a!r} where it builds {b!r}" for a, b in zip(names, pipeline.names)
-                     if a != b), f"{len(names)} features where it builds {pipeline.n_features}")
-        raise CheckpointError(
-            f"{path}: trained on {diff} with this feature config; pass the features config the "
-            "run was trained with"
-        )
-    stats = extra.get("normaliser")
-    normaliser = None
-    if stats is not None:
-        normaliser = Normaliser(tuple(names), np.asarray(stats["mean"]), np.asarray(stats["std"]),
-                                pipeline.config.clip, 0, 0)
+    policy = load_policy(path)
+    pipeline, normaliser = policy.features(instrument.session, features)
     matrix = pipeline.transform(bars, normaliser=normaliser)
-    env = spec.env
-    network = BranchingQNetwork(env.window * matrix.n_features + len(POS_STATE), spec.agent,
-                                extra.get("feature_groups"), env.window, len(POS_STATE))
-    load_checkpoint(path, network)
-    network.eval()
     if device is not None:
-        network.to(resolve_device(device))
-    return CheckpointPolicy(path, network, matrix.values, matrix.valid_from, env,
-                            label or path.stem)
+        policy.network.to(resolve_device(device))
+    return CheckpointPolicy(policy, matrix.values, label or policy.path.stem)

@@ -7,7 +7,8 @@ from foxhunt.env.actions import ActionTable, flatten_actions, unflatten_actions
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import Book, CostModel, Fill
 from foxhunt.env.market import MarketTensors
-from foxhunt.env.vector_env import POS_STATE, REWARD_COMPONENTS, StepResult, TradingVecEnv
+from foxhunt.env.observation import POS_STATE, ObservationSpec
+from foxhunt.env.vector_env import REWARD_COMPONENTS, StepResult, TradingVecEnv
 
 __all__ = [
     "POS_STATE",
@@ -18,6 +19,7 @@ __all__ = [
     "EnvConfig",
     "Fill",
     "MarketTensors",
+    "ObservationSpec",
     "StepResult",
     "TradingVecEnv",
     "flatten_actions",

@@ -22,16 +22,10 @@ from foxhunt.env.actions import ActionTable
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import Book, CostModel
 from foxhunt.env.market import MarketTensors
+from foxhunt.env.observation import POS_STATE, ObservationSpec
 from foxhunt.errors import ConfigError, DataError
 
-POS_STATE = (
-    "position",  # signed contracts / max_contracts
-    "unrealised",  # open PnL at the close vs average fill price / (reward_scale * max_contracts)
-    "time_in_trade",  # bars held in the current direction / episode_len
-    "drawdown",  # episode equity peak - equity / (reward_scale * max_contracts)
-    "stop_mode",  # 0 off, 0.5 tight, 1 wide
-    "stop_distance",  # (close - stop) * side / ATR; 0 without a stop
-)
+__all__ = ["POS_STATE", "REWARD_COMPONENTS", "StepResult", "TradingVecEnv", "replay_generator"]
 
 REWARD_COMPONENTS = ("pnl", "cost", "stop", "drawdown_penalty", "hold_cost", "close_bonus")
 
@@ -112,15 +106,12 @@ class TradingVecEnv:
                 f"{inst.point_value}); "
                 "build it with CostModel.from_instrument"
             )
+        self.observation = ObservationSpec(config.window, self.market.n_features)
         self.first_start, self.last_start, self.end = self._check_start_range(start_range)
-        self._check_finite(self.first_start - config.window + 1, self.end)
+        self._check_finite(self.observation.reads_from(self.first_start), self.end)
 
         self.actions = ActionTable(config, self.device)
-        # Row i = the features of bars i .. i+W-1, flattened: a view, since consecutive bars are
-        # consecutive rows. A window is then one contiguous row to copy, not W rows to gather.
-        width = config.window * self.market.n_features
-        self._windows = self.market.features.contiguous().view(-1).unfold(
-            0, width, self.market.n_features)
+        self._windows = self.observation.market_rows(self.market.features)
         zeros = {"device": self.device}
         n = n_envs
         self._t = torch.zeros(n, dtype=torch.long, **zeros)
@@ -142,19 +133,16 @@ class TradingVecEnv:
 
     @property
     def pos_dim(self) -> int:
-        return len(POS_STATE)
+        return self.observation.pos_dim
 
     @property
     def obs_dim(self) -> int:
-        return self.config.window * self.market.n_features + self.pos_dim
+        return self.observation.size
 
     def observe(self, bar: Tensor, pos_state: Tensor) -> Tensor:
-        """[B, W*F + P] float32: features of bars bar-W+1 .. bar, then the position state.
-
-        Pure: the replay buffer calls it at sample time with stored (bar, pos_state).
-        """
-        window = self._windows.index_select(0, bar.long() - (self.config.window - 1))
-        return torch.cat((window, pos_state.to(torch.float32)), dim=1)
+        """[B, obs_dim] float32 (`ObservationSpec.observe`). Pure: the replay buffer calls it at
+        sample time with stored (bar, pos_state)."""
+        return self.observation.observe(self._windows, bar.long(), pos_state)
 
     def state(self) -> tuple[Tensor, Tensor]:
         """(bar [N] long, pos_state [N, P] float32) of the pending decision; copies."""
@@ -322,7 +310,7 @@ class TradingVecEnv:
         lo, hi = start_range if start_range is not None else (0, n)
         if not 0 <= lo < hi <= n:
             raise ConfigError(f"start_range ({lo}, {hi}) must satisfy 0 <= lo < hi <= {n} bars")
-        first, last = max(lo, cfg.window - 1), hi - cfg.episode_len - 1
+        first, last = self.observation.first_decision(lo), hi - cfg.episode_len - 1
         if last < first:
             raise ConfigError(
                 f"start_range ({lo}, {hi}) leaves no episode start: {cfg.episode_len} steps from "

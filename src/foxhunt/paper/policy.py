@@ -17,20 +17,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from foxhunt.agents.dqn import BranchingQNetwork
 from foxhunt.backtest.strategies import TIME_IN_TRADE, TablePolicy, parse_strategy
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.env.config import EnvConfig
-from foxhunt.env.vector_env import POS_STATE
-from foxhunt.errors import CheckpointError
 from foxhunt.features.config import FeatureConfig
 from foxhunt.features.incremental import IncrementalFeatures
-from foxhunt.features.normalise import Normaliser
-from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.paper.forward import GreedyForward
-from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint
-from foxhunt.training.config import TrainingSpec
+from foxhunt.training.checkpoint import PolicyCheckpoint, load_policy
 
 
 class RuleDecider:
@@ -63,27 +57,23 @@ def _columns(bars: Bars) -> tuple:
 class AgentDecider:
     """A checkpoint's greedy agent on incremental features."""
 
-    def __init__(self, path: Path, network: BranchingQNetwork, features: IncrementalFeatures,
-                 env: EnvConfig, label: str):
-        self.path, self.network, self.features, self.env = path, network, features, env
-        self.label = label
-        self.window = env.window
-        self.first = features.valid_from + self.window - 1
-        n = len(features.names)
-        self.n_features = n
+    def __init__(self, policy: PolicyCheckpoint, features: IncrementalFeatures, label: str):
+        self.path, self.network, self.features = policy.path, policy.network, features
+        self.env, self.observation, self.label = policy.spec.env, policy.observation, label
+        self.first = self.observation.first_decision()
+        self.n_features, self._end = self.observation.n_features, self.observation.market_size
         # the observation, updated in place: the window's rows (oldest first), then the position
         # features; `x` is a [1, obs] tensor over the same memory
-        self.obs = np.zeros(self.window * n + len(POS_STATE), dtype=np.float32)
+        self.obs = np.zeros(self.observation.size, dtype=np.float32)
         self.x = torch.from_numpy(self.obs)[None, :]
-        self._newest = self.obs[(self.window - 1) * n:self.window * n]  # the newest row
-        self._pos = self.obs[self.window * n:]
-        self.seen = 0
+        self._newest = self.obs[self._end - self.n_features:self._end]
+        self._pos = self.obs[self._end:]
         self._bars: Bars | None = None
         self._columns: tuple = ()
         self.time_scale = np.float32(1.0)
         self._time_scale = 1.0
         # the compiled forward where it applies; torch decides near ties (see paper.forward)
-        self.fast = GreedyForward(network) if GreedyForward.supports(network) else None
+        self.fast = GreedyForward(self.network) if GreedyForward.supports(self.network) else None
         self.torch_calls = 0  # decisions torch made: no fast forward, or a near tie
 
     def set_steps(self, steps: int) -> None:
@@ -96,15 +86,9 @@ class AgentDecider:
         if bars is not self._bars:
             self._bars, self._columns = bars, _columns(bars)
         ts, o, h, lo, c, v, buy, sell = self._columns
-        n, end = self.n_features, self.window * self.n_features
-        if self.seen:
-            self.obs[:end - n] = self.obs[n:end]
-        row = self.features.push(ts[t], o[t], h[t], lo[t], c[t], v[t],
-                                 None if buy is None else buy[t],
-                                 None if sell is None else sell[t], out=self._newest)
-        if self.seen == 0:  # the backtest clamps rows before bar 0 to bar 0
-            self.obs[:end] = np.tile(row, self.window)
-        self.seen += 1
+        self.obs[:self._end - self.n_features] = self.obs[self.n_features:self._end]
+        self.features.push(ts[t], o[t], h[t], lo[t], c[t], v[t], None if buy is None else buy[t],
+                           None if sell is None else sell[t], out=self._newest)
 
     def act(self, t: int, pos_state: list[float]) -> tuple[int, int, int]:
         """`pos_state`: the env's six position features (values exact in float32)."""
@@ -132,34 +116,11 @@ def load_agent(path: Path, instrument: Instrument, features: FeatureConfig | Non
                label: str | None = None) -> LoadedPolicy:
     """A walk-forward checkpoint as the backtest loads it (`checkpoint_policy`), without the
     batch feature matrix: its fitted normaliser drives the incremental features."""
-    path = Path(path)
-    payload = read_checkpoint(path)
-    try:
-        spec = TrainingSpec.model_validate(payload["spec"])
-        extra = payload["extra"]
-        names = list(extra["feature_names"])
-        stats = extra["normaliser"]
-    except (KeyError, TypeError, ValueError) as exc:
-        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"{path}: no usable training spec, feature names or normaliser "
-                              f"({why})") from None
-    if stats is None:
-        raise CheckpointError(f"{path}: no fitted normaliser; paper trading needs the "
-                              "checkpoint of a walk-forward fold")
-    pipeline = FeaturePipeline(features or FeatureConfig(), instrument.session)
-    if names != pipeline.names:
-        raise CheckpointError(f"{path}: trained on other features than this feature config "
-                              "builds; pass the features config the run was trained with")
-    normaliser = Normaliser(tuple(names), np.asarray(stats["mean"]), np.asarray(stats["std"]),
-                            pipeline.config.clip, 0, 0)
+    policy = load_policy(path)
+    pipeline, normaliser = policy.features(instrument.session, features)
     inc = IncrementalFeatures(pipeline.config, instrument.session, normaliser)
-    env = spec.env
-    network = BranchingQNetwork(env.window * pipeline.n_features + len(POS_STATE), spec.agent,
-                                extra.get("feature_groups"), env.window, len(POS_STATE))
-    load_checkpoint(path, network)
-    network.eval()
-    return LoadedPolicy(AgentDecider(path, network, inc, env, label or path.stem), env,
-                        spec.train.capital)
+    return LoadedPolicy(AgentDecider(policy, inc, label or policy.path.stem), policy.spec.env,
+                        policy.spec.train.capital)
 
 
 def load_rule(text: str, bars: Bars) -> LoadedPolicy:

@@ -29,6 +29,7 @@ from foxhunt.env import fills
 from foxhunt.env.actions import N_BRANCHES
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.market import MarketTensors
+from foxhunt.env.observation import ObservationSpec
 from foxhunt.env.vector_env import TradingVecEnv, replay_generator
 from foxhunt.errors import ConfigError
 from foxhunt.metrics import (
@@ -75,9 +76,9 @@ class WindowResult:
                 "bars": int(self.pnl.size)}
 
 
-def _chunking(env_config: EnvConfig, window: Window, chunks: int) -> tuple[int, int]:
+def _chunking(observation: ObservationSpec, window: Window, chunks: int) -> tuple[int, int]:
     """(first decision bar, steps per chunk) of a window cut into `chunks` pieces."""
-    first = max(window.start, env_config.window - 1)
+    first = observation.first_decision(window.start)
     steps = (window.stop - 1 - first) // chunks
     if steps < 1:
         raise ConfigError(
@@ -132,14 +133,15 @@ class Rollouts:
         per_window = list(policy) if isinstance(policy, (list, tuple)) else [policy] * len(windows)
         if len(per_window) != len(windows):
             raise ConfigError(f"{len(per_window)} policies for {len(windows)} windows")
-        plans = [_chunking(env_config, w, chunks) for w in windows]
+        observation = ObservationSpec(env_config.window, market.n_features)
+        plans = [_chunking(observation, w, chunks) for w in windows]
         self.market, self.windows, self.capital = market, list(windows), capital
         self.chunks, self.periods_per_year = chunks, periods_per_year
         self._groups = []
         for steps in dict.fromkeys(steps for _, steps in plans):
             members = [i for i, (_, s) in enumerate(plans) if s == steps]
             self._groups.append(_Group(
-                [per_window[i] for i in members], market, env_config,
+                [per_window[i] for i in members], market, env_config, observation,
                 [windows[i] for i in members], [plans[i][0] for i in members], steps, chunks,
                 device, graphs and cuda, compile and cuda, members))
 
@@ -181,13 +183,14 @@ class _Group:
     """Windows of equal steps per chunk in one env: `chunks` envs per window, in window order."""
 
     def __init__(self, policies: list[Policy], market: MarketTensors, env_config: EnvConfig,
-                 windows: list[Window], firsts: list[int], steps: int, chunks: int,
-                 device: torch.device, graphs: bool, compile: bool, members: list[int]):
+                 observation: ObservationSpec, windows: list[Window], firsts: list[int],
+                 steps: int, chunks: int, device: torch.device, graphs: bool, compile: bool,
+                 members: list[int]):
         self.steps, self.members = steps, members
         offsets = torch.arange(chunks, device=device) * steps
         starts = torch.cat([first + offsets for first in firsts])
         lo, hi = min(firsts), max(w.stop for w in windows)
-        base = max(0, lo - (env_config.window - 1))  # the first bar any observation reads
+        base = observation.reads_from(lo)
         cfg = env_config.model_copy(update={"episode_len": steps})
         env = TradingVecEnv(market_window(market, base, hi), cfg, n_envs=starts.numel(),
                             device=device, start_range=(lo - base, hi - base),

@@ -30,7 +30,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +40,11 @@ from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.devices import resolve_device
 from foxhunt.env.market import MarketTensors
+from foxhunt.env.observation import ObservationSpec
 from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features.mirror import FeatureMirror
-from foxhunt.fileio import write_text_atomic
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
+from foxhunt.fileio import write_text_atomic
 from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from foxhunt.training.config import TrainingSpec
@@ -180,10 +181,11 @@ class WalkForwardTrainer:
         self.run_dir = Path(run_dir)
         self.on_epoch, self.on_fold = on_epoch, on_fold
         self.periods_per_year = periods_per_year
-        first = pipeline.warmup + spec.env.window - 1
+        self.observation = ObservationSpec.of(spec.env, pipeline)
         # Validation and test windows need a step per evaluation chunk; the training window
         # needs episodes, whose length is fitted to it below.
-        self.split = WalkForwardSplit(spec.walkforward, len(bars), first=first,
+        self.split = WalkForwardSplit(spec.walkforward, len(bars),
+                                      first=self.observation.first_decision(),
                                       min_window=spec.train.eval_windows + 1)
         shortest = min(len(f.train) for f in self.split.folds())
         episode_len, notice = fit_episode_len(spec.env.episode_len, shortest)
@@ -298,7 +300,7 @@ class WalkForwardTrainer:
         market starts at the first bar an observation in the window reads, so every rolling
         fold's learner has a market of the same length and an env of the same bounds, and its
         compiled steps are fold 1's (their guards hold on shapes and those bounds)."""
-        base = max(0, fold.train.start - (self.spec.env.window - 1))
+        base = self.observation.reads_from(fold.train.start)
         return base, Window(fold.train.start - base, fold.train.stop - base)
 
     @staticmethod
@@ -421,6 +423,7 @@ class WalkForwardTrainer:
              "normaliser": _normaliser_doc(ctx.features),
              "feature_names": list(ctx.features.names), "feature_groups": ctx.features.groups,
              "feature_config": self.pipeline.config.model_dump(mode="json"),
+             "observation": asdict(self.observation),
              "windows": _windows(fold), "symbol": self.instrument.symbol},
         )
         gap_p = _gap_p(seen, val)
