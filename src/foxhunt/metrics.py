@@ -244,15 +244,6 @@ def drawdown(equity: np.ndarray) -> Drawdown:
                     int(back[k]))
 
 
-def calmar(returns: np.ndarray, periods_per_year: float) -> float | None:
-    """CAGR over the maximum compounded drawdown (empyrical `calmar_ratio`); None without one."""
-    dd = max_drawdown(compounded_equity(returns))
-    growth = cagr(returns, periods_per_year)
-    if dd == 0.0 or growth is None:
-        return None
-    return _finite(growth / dd)
-
-
 def turnover(positions: np.ndarray, periods_per_year: float) -> float | None:
     """Position units traded per year: mean |change of position| per bar (flat before the first
     bar) times periods_per_year; None when empty."""
@@ -427,20 +418,44 @@ def expected_max_sharpe(n_trials: int, variance: float) -> float:
     return math.sqrt(variance) * z
 
 
-def deflated_sharpe(returns: np.ndarray, trial_sharpes: np.ndarray) -> float | None:
+@dataclass(frozen=True)
+class DeflatedSharpe:
+    """A deflated Sharpe ratio with what it is computed from, all per bar (not annualised)."""
+
+    dsr: float | None  # P(true Sharpe > sr0); None where the moments give no PSR
+    sharpe: float  # the picked series' Sharpe
+    sr0: float  # expected maximum Sharpe of n_trials zero-skill trials
+    n_trials: int
+    variance: float  # of the trials' Sharpe ratios (ddof=1)
+    n_obs: int
+    skew: float
+    kurtosis: float  # raw (3 for normal returns)
+
+    def doc(self) -> dict[str, float | int | None]:
+        return dict(self.__dict__)
+
+
+def deflated_sharpe(returns: np.ndarray, trial_sharpes: np.ndarray,
+                    n_trials: int | None = None) -> DeflatedSharpe | None:
     """Deflated Sharpe ratio of the series picked as best of the candidates whose per-bar Sharpe
-    ratios are `trial_sharpes` (all N, the picked one included): its PSR against the expected
-    maximum Sharpe of N zero-skill trials with the trials' variance (ddof=1)."""
-    return probabilistic_sharpe(returns, _deflated_benchmark(trial_sharpes))
-
-
-def _deflated_benchmark(trial_sharpes: np.ndarray) -> float:
-    """The expected maximum Sharpe of the trials' count of zero-skill trials (DSR's SR*_0)."""
+    ratios are `trial_sharpes` (the finite ones count, the picked one included): its PSR against
+    the expected maximum Sharpe of N zero-skill trials with the trials' variance (ddof=1). N is
+    `n_trials` where more were tried than have a Sharpe (pruned or failed trials), else the
+    number of trial Sharpes. None below two bars or for constant returns."""
+    r = _as_1d(returns)
+    if r.size < 2 or r.max() == r.min():
+        return None
     t = _as_1d(trial_sharpes)
-    if t.size == 0:
+    t = t[np.isfinite(t)]
+    n = n_trials or t.size
+    if n < 1:
         raise ValueError("deflated_sharpe needs the Sharpe ratios of the trials")
     variance = float(t.var(ddof=1)) if t.size > 1 else 0.0
-    return expected_max_sharpe(t.size, variance)
+    sr0 = expected_max_sharpe(n, variance)
+    m = _moments(r)
+    sr = float(m.mean / m.sd)
+    return DeflatedSharpe(psr(sr, r.size, m.skew, m.kurtosis, sr0), sr, sr0, n, variance,
+                          int(r.size), m.skew, m.kurtosis)
 
 
 def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
@@ -473,7 +488,7 @@ def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
     trades = trade_stats(trade_pnls) if trade_pnls is not None else None
     daily = session_returns(r, ts, session) if ts is not None else None
     basis = DAILY if daily is not None and min_sessions <= daily.size < r.size else PER_BAR
-    # one pass of moments for the per-bar volatility, Sharpe, PSR and DSR: the same numbers as
+    # one pass of moments for the per-bar volatility, Sharpe and PSR: the same numbers as
     # annual_volatility, _sharpe and probabilistic_sharpe, bit for bit
     moments = _moments(r) if r.size >= 2 else None
     constant = moments is None or r.max() == r.min()
@@ -513,8 +528,8 @@ def summary(pnl: np.ndarray, capital: float, periods_per_year: float,
         "longest_drawdown_days": days(dd.longest_peak, dd.longest_end),
         "calmar": None if dd.depth == 0.0 or growth is None else _finite(growth / dd.depth),
         "psr": None if sr is None else psr(sr, r.size, moments.skew, moments.kurtosis),
-        "dsr": None if sr is None or trial_sharpes is None else psr(
-            sr, r.size, moments.skew, moments.kurtosis, _deflated_benchmark(trial_sharpes)),
+        "dsr": None if sr is None or trial_sharpes is None else
+        deflated_sharpe(r, trial_sharpes).dsr,
         "trades": trades.trades if trades else None,
         "win_rate": trades.win_rate if trades else None,
         "profit_factor": trades.profit_factor if trades else None,

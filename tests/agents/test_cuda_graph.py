@@ -14,7 +14,7 @@ from foxhunt.agents.dqn import (
     UpdateBatch,
     reference_update,
 )
-from foxhunt.agents.dqn.target import polyak_update
+from foxhunt.agents.dqn.target import PolyakUpdate
 
 pytestmark = [
     pytest.mark.gpu,
@@ -58,7 +58,7 @@ def make_update(head: str, amp: bool = False):
         torch.nn.utils.clip_grad_norm_(online.parameters(), cfg.grad_clip, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=False)
-        polyak_update(target, online, 0.1)
+        PolyakUpdate(target, online, 0.1)()
         return out
 
     return online, update

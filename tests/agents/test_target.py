@@ -7,7 +7,7 @@ from torch import nn
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.agents.dqn.layout import describe_layout_diff, layout_description, layout_fingerprint
-from foxhunt.agents.dqn.target import polyak_update
+from foxhunt.agents.dqn.target import PolyakUpdate
 
 
 def pair(**kw):
@@ -25,9 +25,9 @@ def states_equal(x: nn.Module, y: nn.Module) -> bool:
 def test_tau_one_copies_and_tau_zero_keeps():
     target, online = pair()
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    polyak_update(target, online, 0.0)
+    PolyakUpdate(target, online, 0.0)()
     assert all(torch.equal(v, target.state_dict()[k]) for k, v in before.items())
-    polyak_update(target, online, 1.0)
+    PolyakUpdate(target, online, 1.0)()
     assert states_equal(target, online)
 
 
@@ -42,7 +42,7 @@ def test_tau_blends_parameters_and_float_buffers_and_copies_integer_buffers():
 
     target, online = WithBuffers(0), WithBuffers(5)
     w0, s0 = target.lin.weight.detach().clone(), target.stat.clone()
-    polyak_update(target, online, 0.25)
+    PolyakUpdate(target, online, 0.25)()
     torch.testing.assert_close(
         target.lin.weight.detach(), w0 + 0.25 * (online.lin.weight.detach() - w0)
     )

@@ -15,7 +15,9 @@ from foxhunt.agents.dqn import (
     UpdateBatch,
     reference_update,
 )
-from foxhunt.agents.dqn.target import polyak_update
+from foxhunt.agents.dqn.target import PolyakUpdate
+
+from .projection_reference import project_distribution
 
 OBS = 4
 
@@ -51,7 +53,7 @@ def test_learns_the_analytical_q_values(head):
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(online.parameters(), cfg.grad_clip)
         opt.step()
-        polyak_update(target, online, 0.1)
+        PolyakUpdate(target, online, 0.1)()
         losses.append(out.metrics["q_loss"])
     assert torch.stack(losses[-20:]).mean() < 0.5 * torch.stack(losses[:20]).mean()
     q = online.eval().q_values(torch.eye(OBS)[:2])
@@ -159,7 +161,6 @@ def test_the_bootstrap_target_of_a_stars_rows_is_the_textbook_one(head):
     return and discount per sample: on a*'s rows they are double DQN's target, and keeping a*'s
     row of every action's target gives the same."""
     from foxhunt.agents.dqn.losses import HEADS, take_action
-    from foxhunt.agents.dqn.projection import project_distribution
 
     torch.manual_seed(3)
     b, br, a, k = 64, 3, 3, 51 if head == "c51" else 16

@@ -1,4 +1,5 @@
-"""Random but valid bar series for the feature tests, and suffix perturbations of them."""
+"""Random but valid bar series for the feature tests, suffix perturbations of them, and their
+mirrored market."""
 
 from __future__ import annotations
 
@@ -75,6 +76,17 @@ def perturb(
         cols["sell_volume"][rows] = cols["volume"][rows] - cols["buy_volume"][rows]
     if "ts" in fields:
         cols["ts"][first:] += int(rng.integers(1, 10_000)) * MINUTE
+    return Bars(**cols)
+
+
+def mirrored_bars(bars: Bars, pivot: float) -> Bars:
+    """The mirrored market: prices p -> pivot^2 / p (log prices reflected about log pivot), highs
+    and lows swapped, buy and sell volume swapped."""
+    cols = bars.columns()
+    square = pivot * pivot
+    cols["open"], cols["close"] = square / cols["open"], square / cols["close"]
+    cols["high"], cols["low"] = square / cols["low"], square / cols["high"]
+    cols["buy_volume"], cols["sell_volume"] = cols.get("sell_volume"), cols.get("buy_volume")
     return Bars(**cols)
 
 

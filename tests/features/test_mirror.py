@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from foxhunt.data.instruments import InstrumentRegistry
-from foxhunt.data.series import Bars
-from foxhunt.features.mirror import FeatureMirror, mirrored_bars_columns
+from foxhunt.features.mirror import FeatureMirror
 from foxhunt.features.pipeline import FeaturePipeline
 
-from .feature_bars import every_group, random_bars
+from .feature_bars import every_group, mirrored_bars, random_bars
 
 
 def pipeline_and_bars(flow: bool, seed: int = 3):
@@ -26,7 +25,7 @@ def test_the_mirror_of_the_features_is_the_features_of_the_mirrored_market(flow)
     pipe, bars = pipeline_and_bars(flow)
     features = pipe.transform(bars, fit_until=2_000)
     mirror = FeatureMirror.of(pipe.specs, features.normaliser)
-    flipped = Bars(**mirrored_bars_columns(bars.columns(), pivot=float(bars.close[0])))
+    flipped = mirrored_bars(bars, pivot=float(bars.close[0]))
     seen = pipe.transform(flipped, normaliser=features.normaliser).values
     valid = slice(features.valid_from, None)
     expected = mirror.apply(features.values)[valid]

@@ -87,6 +87,17 @@ def test_the_old_budget_keys_are_one_line_errors_naming_their_replacement(tmp_pa
         TrainingSpec().with_overrides({"train": {key: 32}}, "command-line options")
 
 
+@pytest.mark.parametrize("key, told", [
+    ("cuda_graphs", "'cuda_graphs' moved to [train.performance] (as 'cuda_graphs'; see docs"),
+    ("matmul_precision", "'matmul_precision' moved to [train.performance] (as 'autocast'"),
+    ("twin_target_pass", "'twin_target_pass' was removed: it was never faster and is gone"),
+])
+def test_keys_moved_or_removed_by_the_learning_core_are_one_line_errors(key, told):
+    with pytest.raises(ConfigError) as err:
+        TrainingSpec().with_overrides({"train": {key: True}}, "test")
+    assert "\n" not in str(err.value) and told in str(err.value)
+
+
 def test_a_run_trains_exactly_its_budget(tmp_path):
     """7 updates over 3 epochs: 2, 2 and 3 updates, each epoch's collect steps as scheduled
     (run.jsonl counts both)."""

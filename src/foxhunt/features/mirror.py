@@ -43,14 +43,3 @@ class FeatureMirror:
         """Normalised features [..., F] as the mirrored market would show them."""
         return np.clip(values * self.sign + self.offset, -self.clip, self.clip).astype(values.dtype)
 
-
-def mirrored_bars_columns(columns: dict[str, np.ndarray | None],
-                          pivot: float) -> dict[str, np.ndarray | None]:
-    """Bar columns of the mirrored market: prices p -> pivot^2 / p (log prices reflected about
-    log pivot), highs and lows swapped, buy and sell volume swapped."""
-    out = dict(columns)
-    square = pivot * pivot
-    out["open"], out["close"] = square / columns["open"], square / columns["close"]
-    out["high"], out["low"] = square / columns["low"], square / columns["high"]
-    out["buy_volume"], out["sell_volume"] = columns.get("sell_volume"), columns.get("buy_volume")
-    return out

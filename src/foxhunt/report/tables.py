@@ -74,10 +74,6 @@ def _basis_note(metrics: Iterable[dict[str, Any]]) -> str:
     return "".join(f'<p class="note">{escape(line)}</p>' for line in lines)
 
 
-def _fold_metrics(folds: list[Fold]) -> list[dict[str, Any]]:
-    return [m for f in folds for m in (f.val, f.test, *f.baselines.values()) if m]
-
-
 def cards(data: ReportData) -> str:
     folds = data.folds
     if not folds:

@@ -1,10 +1,8 @@
 """How much a search's best result says: the deflated Sharpe ratio and the probability of
 backtest overfitting, both from the trials' validation returns only.
 
-- Deflated Sharpe ratio (Bailey and Lopez de Prado 2014): the probabilistic Sharpe ratio of the
-  chosen trial's returns against SR0, the Sharpe ratio the best of N zero-skill trials would
-  reach by luck, given the variance V of the trials' Sharpe ratios:
-  SR0 = sqrt(V) [(1 - gamma) Phi^-1(1 - 1/N) + gamma Phi^-1(1 - 1/(N e))].
+- Deflated Sharpe ratio (Bailey and Lopez de Prado 2014): `foxhunt.metrics.deflated_sharpe`
+  (docs/metrics.md), with N counting every trial tried, pruned and failed ones too.
   DSR near 1: the chosen Sharpe is unlikely to be the luck of the draw; near 0.5 or below: it is
   what N tries would give anyway.
 - PBO by combinatorially symmetric cross-validation (Bailey, Borwein, Lopez de Prado and Zhu
@@ -25,55 +23,10 @@ from itertools import combinations, pairwise
 
 import numpy as np
 
-from foxhunt.metrics import expected_max_sharpe, psr
+from foxhunt.metrics import deflated_sharpe as deflated_sharpe_of  # noqa: F401  (tune.study)
 
 PBO_BLOCKS = 16
 """S: 16 blocks give C(16, 8) = 12,870 splits, the papers' choice."""
-
-
-@dataclass(frozen=True)
-class DeflatedSharpe:
-    dsr: float | None  # P(true Sharpe > sr0); None where the returns carry no estimate
-    sharpe: float  # the chosen trial's per-bar Sharpe
-    sr0: float  # expected maximum per-bar Sharpe of n_trials zero-skill trials
-    n_trials: int
-    variance: float  # of the trials' per-bar Sharpe ratios
-    n_obs: int
-    skew: float
-    kurtosis: float  # raw (3 for normal returns)
-
-    def doc(self) -> dict[str, float | int | None]:
-        return dict(self.__dict__)
-
-
-def deflated_sharpe_ratio(sharpe: float, n_obs: int, skew: float, kurtosis: float,
-                          n_trials: int, variance: float) -> DeflatedSharpe:
-    """DSR of a per-bar Sharpe over `n_obs` returns with their skewness and raw kurtosis,
-    chosen as the best of `n_trials` whose per-bar Sharpe ratios have `variance`."""
-    sr0 = expected_max_sharpe(n_trials, variance)
-    return DeflatedSharpe(psr(sharpe, n_obs, skew, kurtosis, sr0), sharpe, sr0, n_trials,
-                          variance, n_obs, skew, kurtosis)
-
-
-def deflated_sharpe_of(returns: np.ndarray, trial_sharpes: np.ndarray,
-                       n_trials: int | None = None) -> DeflatedSharpe | None:
-    """DSR of the chosen trial's `returns`; the variance is that of `trial_sharpes` (the
-    finished trials' per-bar Sharpe ratios), N is `n_trials` (every trial tried, pruned and
-    failed ones too; default: as many as `trial_sharpes`). None for fewer than 2 returns or
-    constant returns."""
-    r = np.asarray(returns, dtype=np.float64)
-    sharpes = np.asarray(trial_sharpes, dtype=np.float64)
-    sharpes = sharpes[np.isfinite(sharpes)]
-    if r.size < 2 or r.max() == r.min():
-        return None
-    d = r - r.mean()
-    m2 = float((d * d).mean())
-    skew = float((d ** 3).mean()) / m2 ** 1.5
-    kurt = float((d ** 4).mean()) / m2 ** 2
-    sr = float(r.mean() / r.std(ddof=1))
-    variance = float(sharpes.var(ddof=1)) if sharpes.size > 1 else 0.0
-    n = max(n_trials or sharpes.size, 1)
-    return deflated_sharpe_ratio(sr, r.size, skew, kurt, n, variance)
 
 
 @dataclass(frozen=True)

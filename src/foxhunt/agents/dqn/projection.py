@@ -26,19 +26,6 @@ def projection_weights(returns: Tensor, discounts: Tensor, support: Tensor) -> T
     return (1.0 - (b.unsqueeze(-1) - j).abs()).clamp(min=0.0)
 
 
-def project_distribution(
-    next_probs: Tensor, returns: Tensor, discounts: Tensor, support: Tensor
-) -> Tensor:
-    """Project p(z) shifted to r + discount * z back onto the evenly spaced `support`.
-
-    next_probs [..., atoms]; returns and discounts broadcast against next_probs[..., 0]
-    (e.g. [B] with [B, atoms], or [B, 1] with [B, branches, atoms]); support [atoms].
-    Returns [..., atoms], each row summing to the row sum of `next_probs`.
-    """
-    hat = projection_weights(returns, discounts, support)
-    return (next_probs.unsqueeze(-1) * hat).sum(dim=-2)
-
-
 def project_with_weights(next_probs: Tensor, hat: Tensor) -> Tensor:
     """next_probs [B, ..., atoms] onto the support by their sample's weights hat [B, atoms, atoms]
     (`projection_weights`): the weights are built once per sample and shared by its branches.

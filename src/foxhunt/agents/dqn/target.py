@@ -39,8 +39,3 @@ class PolyakUpdate:
         torch._foreach_lerp_(self.blend_target, self.blend_online, self.tau)
         for t, o in self.copy_pairs:
             t.copy_(o)
-
-
-def polyak_update(target: nn.Module, online: nn.Module, tau: float) -> None:
-    """One `PolyakUpdate` step (resolving the pairing on every call)."""
-    PolyakUpdate(target, online, tau)()
