@@ -1,6 +1,5 @@
 """Risk: limits (a frozen config from TOML), pre-trade checks, the trading state machine,
-circuit breakers, the kill switch, VaR and fractional-Kelly sizing. Imports `orders` and
-`portfolio` below it."""
+circuit breakers, the kill switch and VaR. Imports `orders` and `portfolio` below it."""
 
 from foxhunt.risk.config import InstrumentLimits, RiskConfig, load_risk_config
 from foxhunt.risk.engine import KILL_SWITCH_TAG, KillPlan, RiskDenial, RiskEngine
@@ -14,7 +13,6 @@ from foxhunt.risk.events import (
     TradingState,
     TradingStateChanged,
 )
-from foxhunt.risk.kelly import kelly_contracts, kelly_fraction, kelly_fraction_binary
 from foxhunt.risk.state import TRADING_TRANSITIONS, IllegalTradingStateChange, RiskState
 from foxhunt.risk.var import ReturnsWindow
 
@@ -22,6 +20,5 @@ __all__ = [
     "KILL_SWITCH_TAG", "RISK_EVENTS", "TRADING_TRANSITIONS", "Cause", "DrawdownReset",
     "IllegalTradingStateChange", "InstrumentLimits", "KillPlan", "KillSwitchActivated",
     "ModifyDenied", "ReturnsWindow", "RiskConfig", "RiskDenial", "RiskEngine", "RiskState",
-    "TradingDayStarted", "TradingState", "TradingStateChanged", "kelly_contracts",
-    "kelly_fraction", "kelly_fraction_binary", "load_risk_config",
+    "TradingDayStarted", "TradingState", "TradingStateChanged", "load_risk_config",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Pre-trade VaR limits on a supplied window of returns, and fractional-Kelly sizing."""
+"""Pre-trade VaR limits on a supplied window of returns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from foxhunt.orders import Side
-from foxhunt.risk import ReturnsWindow, kelly_contracts, kelly_fraction, kelly_fraction_binary
+from foxhunt.risk import ReturnsWindow
 
 from .desk import CL_80, ES_4500, Desk
 
@@ -84,21 +84,3 @@ def test_var_fails_closed_without_a_window_a_long_enough_window_or_an_instrument
         "VaR: no returns in the window for CL (fails closed)"
     )
 
-
-def test_kelly_fractions():
-    assert kelly_fraction(0.001, 0.0001) == pytest.approx(10.0)
-    assert kelly_fraction(0.001, 0.0) == 0.0
-    assert kelly_fraction_binary(0.6, 1.0) == pytest.approx(0.2)
-    assert kelly_fraction_binary(0.4, 1.0) < 0  # no edge
-    with pytest.raises(ValueError, match="win probability"):
-        kelly_fraction_binary(1.5, 1.0)
-
-
-def test_kelly_contracts_round_towards_zero_and_respect_the_cap():
-    # half Kelly of mean 0.05%, variance 0.01%: 2.5 x equity of exposure = 250,000 -> 1.1 ES
-    assert kelly_contracts(100_000, ONE_ES, 0.0005, 0.0001, fraction=0.5) == 1
-    assert kelly_contracts(100_000, ONE_ES, -0.0005, 0.0001, fraction=0.5) == -1
-    assert kelly_contracts(1_000_000, ONE_ES, 0.0005, 0.0001, fraction=1.0, max_contracts=3) == 3
-    assert kelly_contracts(-5, ONE_ES, 0.0005, 0.0001) == 0
-    with pytest.raises(ValueError, match="fraction"):
-        kelly_contracts(100_000, ONE_ES, 0.0005, 0.0001, fraction=0)
