@@ -1,7 +1,7 @@
 """The trading core's layers import downwards only: orders < portfolio < risk < execution,
-over data/, env/, errors.py, configbase.py and fileio.py; never training, backtest, report or the CLI.
-paper/ sits above execution: it also reads features, agents, checkpoints (training) and the
-backtest's strategies, never report or the CLI."""
+over data/, env/, errors.py, configbase.py, fileio.py and events.py; never training, backtest,
+report or the CLI. paper/ sits above execution: it also reads features, agents, checkpoints
+(training) and the backtest's strategies, never report or the CLI."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "foxhunt"
-BASE = {"foxhunt.data", "foxhunt.env", "foxhunt.errors", "foxhunt.configbase", "foxhunt.fileio"}
+BASE = {"foxhunt.data", "foxhunt.env", "foxhunt.errors", "foxhunt.configbase", "foxhunt.fileio",
+        "foxhunt.events"}
 ALLOWED = {
     "orders": BASE | {"foxhunt.orders"},
     "portfolio": BASE | {"foxhunt.orders", "foxhunt.portfolio"},

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from foxhunt.events import EVENT_CLASSES
 from foxhunt.execution import (
     DuplicateEventError,
     EventCodec,
@@ -18,8 +19,8 @@ from foxhunt.execution import (
     default_log_url,
 )
 from foxhunt.orders import (
-    ORDER_EVENTS,
     OrderAccepted,
+    OrderEvent,
     OrderFilled,
     OrderInitialized,
     OrderType,
@@ -78,7 +79,9 @@ def test_events_come_back_equal_in_order_with_gapless_sequence_numbers(log_url):
 
 def test_the_codec_knows_every_order_event_kind():
     codec = EventCodec()
-    for cls in ORDER_EVENTS:
+    order_events = [cls for cls in EVENT_CLASSES.values() if issubclass(cls, OrderEvent)]
+    assert len(order_events) == 14
+    for cls in order_events:
         assert codec._classes[cls.KIND] is cls
     kind, payload = codec.encode(FILL)
     assert kind == "order_filled" and '"commission":"2.25"' in payload

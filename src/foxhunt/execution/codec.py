@@ -1,25 +1,26 @@
 """Events to and from the log's rows: a kind name and a JSON object of the event's fields.
 
-Decimals are written as strings (exact), enums by value, ints as JSON integers. The codec knows
-every event class of the trading core; an unknown kind or a field that does not fit raises.
+Decimals are written as strings (exact), enums by value, ints as JSON integers, keys sorted,
+no spaces. The codec knows every event class of the trading core (`EVENT_CLASSES`, filled as
+the layers define them); an unknown kind or a field that does not fit raises.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import json.encoder
 import types
 import typing
-from collections.abc import Callable
 from decimal import Decimal
 from enum import Enum
 from typing import Any
 
+# the layers' events, imported for their classes to register their kinds
+import foxhunt.orders.events
+import foxhunt.portfolio.events
+import foxhunt.risk.events  # noqa: F401
+from foxhunt.events import EVENT_CLASSES, Event
 from foxhunt.orders.errors import TradingError
-from foxhunt.orders.events import ORDER_EVENTS, Event
-from foxhunt.portfolio.events import PORTFOLIO_EVENTS
-from foxhunt.risk.events import RISK_EVENTS
 
 
 class EventCodecError(TradingError):
@@ -58,32 +59,18 @@ def _encode(value: Any) -> Any:
 _PLAIN = (int, str, bool, int | None, str | None, bool | None)
 """Field types JSON takes as they are (no `_encode`)."""
 
-def _json_encoder() -> Callable[[dict[str, Any]], str]:
-    """`json.dumps(payload, separators=(",", ":"), sort_keys=True)` of a flat payload, with
-    the C encoder built once: `JSONEncoder.encode` builds one per call, half an event's
-    encoding (the same output; a payload holds scalars only, so no circularity check)."""
-    base = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C accelerator: the plain encoder
-        return base.encode
-    chunks = make(None, base.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-                  True, False, True)
-    return lambda payload: "".join(chunks(payload, 0))
-
-
-_to_json = _json_encoder()
+_to_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True, check_circular=False).encode
+"""`json.dumps(payload, separators=(",", ":"), sort_keys=True)`, its encoder built once (a
+payload holds scalars only: no cycle to look for)."""
 
 
 class EventCodec:
-    def __init__(self, classes: tuple[type[Event], ...] = ORDER_EVENTS + PORTFOLIO_EVENTS + RISK_EVENTS):
-        self._classes: dict[str, type[Event]] = {}
+    def __init__(self):
+        self._classes = dict(EVENT_CLASSES)
         self._fields: dict[str, list[tuple[str, Any]]] = {}
         self._encoders: dict[type[Event], list[tuple[str, bool]]] = {}  # (field, plain)
-        for cls in classes:
-            if not cls.KIND or cls.KIND in self._classes:
-                raise TypeError(f"{cls.__name__}: KIND {cls.KIND!r} is empty or taken")
+        for cls in self._classes.values():
             hints = typing.get_type_hints(cls)
-            self._classes[cls.KIND] = cls
             self._fields[cls.KIND] = [
                 (f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)
             ]

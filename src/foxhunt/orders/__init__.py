@@ -1,5 +1,5 @@
 """Orders: the contract's exact prices, the order vocabulary, the state machine, order events,
-the order aggregate and the order book. Imports only `data` and `errors` below it."""
+the order aggregate and the order book. Imports only `data`, `errors` and `events` below it."""
 
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract
@@ -12,8 +12,6 @@ from foxhunt.orders.errors import (
     UnknownOrderError,
 )
 from foxhunt.orders.events import (
-    ORDER_EVENTS,
-    Event,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,
@@ -34,11 +32,10 @@ from foxhunt.orders.order import Order, OrderRequest
 from foxhunt.orders.state import TERMINAL, TRANSITIONS, WORKING, OrderStatus, Trigger
 
 __all__ = [
-    "ORDER_EVENTS", "TERMINAL", "TRANSITIONS", "WORKING", "Contract", "DuplicateOrderError",
-    "Event", "IllegalTransition", "Order", "OrderAccepted", "OrderBook", "OrderCancelRejected",
-    "OrderCanceled", "OrderDenied", "OrderEvent", "OrderExpired", "OrderFilled",
-    "OrderInitialized", "OrderModifyRejected", "OrderPendingCancel", "OrderPendingUpdate",
-    "OrderRejected", "OrderRequest", "OrderRequestError", "OrderStatus", "OrderSubmitted",
-    "OrderTriggered", "OrderType", "OrderUpdated", "Side", "TimeInForce", "TradingError",
-    "Trigger", "UnknownOrderError",
+    "TERMINAL", "TRANSITIONS", "WORKING", "Contract", "DuplicateOrderError", "IllegalTransition",
+    "Order", "OrderAccepted", "OrderBook", "OrderCancelRejected", "OrderCanceled", "OrderDenied",
+    "OrderEvent", "OrderExpired", "OrderFilled", "OrderInitialized", "OrderModifyRejected",
+    "OrderPendingCancel", "OrderPendingUpdate", "OrderRejected", "OrderRequest",
+    "OrderRequestError", "OrderStatus", "OrderSubmitted", "OrderTriggered", "OrderType",
+    "OrderUpdated", "Side", "TimeInForce", "TradingError", "Trigger", "UnknownOrderError",
 ]  # fmt: skip

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Side(str, Enum):
+class Side(StrEnum):
     BUY = "BUY"
     SELL = "SELL"
 
@@ -23,24 +23,15 @@ class Side(str, Enum):
             raise ValueError("a zero quantity has no side")
         return cls.BUY if signed_qty > 0 else cls.SELL
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class OrderType(str, Enum):
+class OrderType(StrEnum):
     MARKET = "MARKET"  # fills at the next available price
     LIMIT = "LIMIT"  # fills at the limit price or better
     STOP = "STOP"  # a market order once the stop price trades
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class TimeInForce(str, Enum):
+class TimeInForce(StrEnum):
     GTC = "GTC"  # good till canceled
     DAY = "DAY"  # expires at the session close
     IOC = "IOC"  # fills what it can at once, the rest is canceled
     ATC = "ATC"  # at the close: a market order filled at the close of the bar it meets
-
-    def __str__(self) -> str:
-        return self.value

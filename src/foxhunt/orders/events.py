@@ -1,84 +1,18 @@
-"""Events: the facts the event log stores and every piece of trading state is folded from.
+"""Order events: an order's history, from the OMS's request to its last fill or cancel.
 
-Each event is a small frozen record with a timestamp (int64 ns UTC) and a deterministic
-`event_id`: the same fact reported twice (a venue resending a fill, an agent resending an order)
-has the same id, so the log keeps it once. Order events name their order by client order id;
-prices are integer ticks, quantities whole contracts, money `Decimal`.
+Each names its order by client order id; prices are integer ticks, quantities whole contracts,
+money `Decimal`.
 """
 
 from __future__ import annotations
 
-import operator
-import string
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import ClassVar
 
+from foxhunt.events import Event, event
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.state import Trigger
-
-
-def event(kind: str, id_format: str):
-    """Class decorator of every logged event: a frozen keyword-only record whose `KIND` names
-    it in the log and whose `event_id` is `id_format` filled from its fields (and `{KIND}`),
-    so the same fact always gets the same id."""
-
-    def wrap(cls):
-        cls.KIND, cls.ID_FORMAT = kind, id_format
-        cls = dataclass(frozen=True, slots=True, kw_only=True)(cls)
-        cls.ID_FIELDS = _id_fields(cls)
-        cls.event_id = _id_property(kind, id_format, cls.ID_FIELDS)
-        return cls
-
-    return wrap
-
-
-def _id_property(kind: str, id_format: str, names: tuple[str, ...]) -> property:
-    """`event_id` of one class: its format with KIND filled in and the fields as positional
-    arguments, read by one attrgetter (every event's id is taken on each commit: this costs a
-    third of the generic `Event.event_id`)."""
-    parts = []
-    order = []
-    for literal, name, spec, conv in string.Formatter().parse(id_format):
-        parts.append(literal.replace("{", "{{").replace("}", "}}"))
-        if name is None:
-            continue
-        if name == "KIND":
-            parts.append(format(kind, spec or "").replace("{", "{{").replace("}", "}}"))
-            continue
-        order.append(name)
-        parts.append("{" + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}")
-    template = "".join(parts)
-    if not order:
-        return property(lambda self: template)
-    get = operator.attrgetter(*order)
-    if len(order) == 1:
-        return property(lambda self: template.format(get(self)))
-    return property(lambda self: template.format(*get(self)))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    """Base of every logged event. `KIND` names it in the log; `event_id` makes it unique."""
-
-    KIND: ClassVar[str] = ""
-    ID_FORMAT: ClassVar[str] = ""
-    ts_ns: int
-
-    ID_FIELDS: ClassVar[tuple[str, ...]] = ("ts_ns",)
-
-    @property
-    def event_id(self) -> str:
-        return self.ID_FORMAT.format(KIND=self.KIND,
-                                     **{name: getattr(self, name) for name in self.ID_FIELDS})
-
-
-def _id_fields(cls: type) -> tuple[str, ...]:
-    """The fields `cls.ID_FORMAT` names (looked up once: `dataclasses.fields` per id costs
-    more than the format itself)."""
-    names = {f.name for f in fields(cls)}
-    used = {name for _, name, _, _ in string.Formatter().parse(cls.ID_FORMAT) if name}
-    return tuple(sorted(used & names))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,20 +139,3 @@ class OrderCanceled(OrderEvent):
 class OrderExpired(OrderEvent):
     TRIGGER: ClassVar[Trigger] = Trigger.EXPIRE
 
-
-ORDER_EVENTS: tuple[type[OrderEvent], ...] = (
-    OrderInitialized,
-    OrderDenied,
-    OrderSubmitted,
-    OrderAccepted,
-    OrderRejected,
-    OrderTriggered,
-    OrderPendingUpdate,
-    OrderPendingCancel,
-    OrderUpdated,
-    OrderModifyRejected,
-    OrderCancelRejected,
-    OrderFilled,
-    OrderCanceled,
-    OrderExpired,
-)

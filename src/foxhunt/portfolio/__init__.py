@@ -2,7 +2,7 @@
 account events. Folded from fills and marks; imports `orders` below it."""
 
 from foxhunt.portfolio.account import Account
-from foxhunt.portfolio.events import PORTFOLIO_EVENTS, AccountOpened, PriceMarked
+from foxhunt.portfolio.events import AccountOpened, PriceMarked
 from foxhunt.portfolio.position import Position
 
-__all__ = ["PORTFOLIO_EVENTS", "Account", "AccountOpened", "Position", "PriceMarked"]
+__all__ = ["Account", "AccountOpened", "Position", "PriceMarked"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from foxhunt.orders.events import Event, event
+from foxhunt.events import Event, event
 
 
 @event("account_opened", "account:{account}:opened")
@@ -26,5 +26,3 @@ class PriceMarked(Event):
     symbol: str
     price_ticks: int
 
-
-PORTFOLIO_EVENTS: tuple[type[Event], ...] = (AccountOpened, PriceMarked)

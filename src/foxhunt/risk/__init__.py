@@ -4,7 +4,6 @@ circuit breakers, the kill switch and VaR. Imports `orders` and `portfolio` belo
 from foxhunt.risk.config import InstrumentLimits, RiskConfig, load_risk_config
 from foxhunt.risk.engine import KILL_SWITCH_TAG, KillPlan, RiskDenial, RiskEngine
 from foxhunt.risk.events import (
-    RISK_EVENTS,
     Cause,
     DrawdownReset,
     KillSwitchActivated,
@@ -17,7 +16,7 @@ from foxhunt.risk.state import TRADING_TRANSITIONS, IllegalTradingStateChange, R
 from foxhunt.risk.var import ReturnsWindow
 
 __all__ = [
-    "KILL_SWITCH_TAG", "RISK_EVENTS", "TRADING_TRANSITIONS", "Cause", "DrawdownReset",
+    "KILL_SWITCH_TAG", "TRADING_TRANSITIONS", "Cause", "DrawdownReset",
     "IllegalTradingStateChange", "InstrumentLimits", "KillPlan", "KillSwitchActivated",
     "ModifyDenied", "ReturnsWindow", "RiskConfig", "RiskDenial", "RiskEngine", "RiskState",
     "TradingDayStarted", "TradingState", "TradingStateChanged", "load_risk_config",

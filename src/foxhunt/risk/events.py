@@ -3,27 +3,21 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from enum import Enum
+from enum import StrEnum
 
-from foxhunt.orders.events import Event, event
+from foxhunt.events import Event, event
 
 
-class TradingState(str, Enum):
+class TradingState(StrEnum):
     ACTIVE = "ACTIVE"  # every check applies
     REDUCING = "REDUCING"  # only orders that reduce a position pass
     HALTED = "HALTED"  # nothing passes but the kill switch's flatten orders
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Cause(str, Enum):
+class Cause(StrEnum):
     MANUAL = "MANUAL"  # an operator or the strategy's supervisor
     BREAKER = "BREAKER"  # the daily-loss or drawdown circuit breaker
     KILL_SWITCH = "KILL_SWITCH"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @event("trading_state_changed", "trading_state:{change}")
@@ -71,11 +65,3 @@ class ModifyDenied(Event):
     check: str
     reason: str
 
-
-RISK_EVENTS: tuple[type[Event], ...] = (
-    TradingStateChanged,
-    TradingDayStarted,
-    DrawdownReset,
-    KillSwitchActivated,
-    ModifyDenied,
-)
