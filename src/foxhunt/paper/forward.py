@@ -29,8 +29,8 @@ from foxhunt.agents.dqn import BranchingQNetwork
 MARGIN = 5e-5
 """Q lead, as a fraction of the C51 support's width (1e-3 for [-10, 10]), below which a
 decision goes to torch. torch's float32 Q differs from this float64 one by at most 5e-8 of the
-width on the benchmark's network and 1.4e-6 of it on the tests' networks with weights three
-times their initial size (tests/paper/test_forward.py holds it under a tenth of MARGIN)."""
+width on the benchmark's network and 1.6e-6 of it on the tests' networks with weights three
+times their initial size (tests/agents/test_forward_paths.py holds it under a tenth of MARGIN)."""
 
 
 def _array(t: torch.Tensor) -> np.ndarray:
