@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from _run import NO_CUDA, errors, one_line, run_main  # noqa: F401 (re-exported)
 
 from foxhunt import devices
 from foxhunt.errors import ConfigError
@@ -376,12 +377,18 @@ def document(name: str, device: torch.device, results: dict[str, Any]) -> dict[s
 
 
 def emit(name: str, device: torch.device, results: dict[str, Any], out: str | None) -> None:
-    """Print `document(name, device, results)` on stdout and write it to `out`."""
+    """Print `document(name, device, results)` on stdout and write it to `out`; then, if a
+    measurement failed and was reported in place (an `"error"`), end with one line saying so
+    and exit status 1: the document is whole either way."""
     doc = document(name, device, results)
     if out:
         write_json(Path(out), doc)
         log(f"wrote {out}")
     print(json.dumps(doc, indent=2), flush=True)
+    failed = list(errors(doc))
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise SystemExit(f"error: {name}: a measurement failed: {failed[0]}{more}")
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:

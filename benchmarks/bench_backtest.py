@@ -39,6 +39,9 @@
        sma summary: foxhunt / fastest vectorbt (rust) = 4.375x whole run (foxhunt >= vectorbt:
        True); simulation alone: foxhunt 57.47M bars/s, 3.213x the fastest from_signals
 
+`--quick` (CI runs it on the CPU, in seconds): small sizes, one round of one timed run, and
+vectorbt left out (its kernels take longer to compile than the rest of the run).
+
 Targets are reported as `target_met` (null at `--quick` sizes, which they do not apply to) and
 never change the exit status. Prints one JSON document on stdout; progress goes to stderr.
 """
@@ -54,7 +57,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import emit, kernel_profile, log, resolve_device, synchronize
+from _common import emit, kernel_profile, log, resolve_device, run_main, synchronize
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.backtest import Backtester, Job, SmaCross, checkpoint_policy
@@ -81,8 +84,8 @@ SMA_TARGET_BARS_PER_S = 1_000_000
 SIZES = {
     "full": {"name": "full", "bars_per_window": 32_000, "windows": 5, "hidden": 512,
              "sma_bars": 1_000_000, "peer_bars": 100_000},
-    "quick": {"name": "quick", "bars_per_window": 1_000, "windows": 5, "hidden": 64,
-              "sma_bars": 100_000, "peer_bars": 20_000},
+    "quick": {"name": "quick", "bars_per_window": 300, "windows": 5, "hidden": 64,
+              "sma_bars": 100_000, "peer_bars": 5_000},
 }
 
 
@@ -146,6 +149,8 @@ def greedy(sizes: dict, device: torch.device, workdir: Path) -> dict:
 
 ENGINES = ("foxhunt", "vectorbt-numba", "vectorbt-rust")
 """What `--worker` runs: foxhunt's CPU backtest or vectorbt with one of its engines."""
+WORKER_TIMEOUT_S = 900
+"""A worker process past this is stuck (a full-size one takes well under a minute)."""
 
 
 def sma_bars(n: int):
@@ -212,9 +217,16 @@ def _spawn(engine: str, n: int, repeats: int, trades_file: Path,
            str(n), "--repeats", str(repeats), "--worker-trades", str(trades_file)]
     if threads:
         cmd += ["--threads", str(threads)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                              timeout=WORKER_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"error: bench_backtest: sma worker {engine} ran past "
+                         f"{WORKER_TIMEOUT_S} s on {n:,} bars") from None
     if done.returncode != 0:
-        raise SystemExit(f"sma worker {engine} failed:\n{done.stderr[-2000:]}")
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise SystemExit(f"error: bench_backtest: sma worker {engine} failed (exit "
+                         f"{done.returncode}): {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -263,7 +275,8 @@ def sma(sizes: dict, repeats: int, rounds: int, vectorbt: bool, workdir: Path,
         out["vectorbt"] = _vectorbt_summary(runs, trades, n, rate,
                                             out["foxhunt_simulate_bars_per_s"])
     else:
-        out["vectorbt"] = {"available": False, "note": "skipped (--no-vectorbt)" if not vectorbt
+        skipped = "skipped (--quick)" if sizes["name"] == "quick" else "skipped (--no-vectorbt)"
+        out["vectorbt"] = {"available": False, "note": skipped if not vectorbt
                            else "not installed: pip install -e '.[bench]'"}
     return out
 
@@ -377,19 +390,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke test)")
     parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
     parser.add_argument("--peer-bars", type=int, metavar="N",
-                        help="bars backtesting.py runs on (default 100,000; quick 20,000)")
+                        help="bars backtesting.py runs on (default 100,000; quick 5,000)")
     parser.add_argument("--skip-greedy", action="store_true", help="only the SMA part")
-    parser.add_argument("--no-vectorbt", action="store_true", help="leave vectorbt out")
-    parser.add_argument("--rounds", type=int, default=3, metavar="N",
-                        help="SMA rounds, each running every engine in a fresh process (default 3)")
-    parser.add_argument("--repeats", type=int, default=3, metavar="N",
-                        help="timed SMA runs per engine process (default 3)")
+    parser.add_argument("--no-vectorbt", action="store_true",
+                        help="leave vectorbt out (--quick leaves it out)")
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="SMA rounds, each running every engine in a fresh process (default "
+                        "3; quick 1)")
+    parser.add_argument("--repeats", type=int, metavar="N",
+                        help="timed SMA runs per engine process (default 3; quick 1)")
     parser.add_argument("--threads", type=int, metavar="N",
                         help="torch threads of the foxhunt SMA process (default: torch's own)")
     parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     parser.add_argument("--worker-bars", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--worker-trades", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    args.repeats = args.repeats or (1 if args.quick else 3)
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.worker:
@@ -402,16 +419,16 @@ def main(argv: list[str] | None = None) -> None:
     sizes = dict(SIZES["quick" if args.quick else "full"])
     if args.peer_bars:
         sizes["peer_bars"] = args.peer_bars
-    results: dict = {}
+    results: dict = {"quick": args.quick}
     with tempfile.TemporaryDirectory() as tmp:
         if not args.skip_greedy:
             results["greedy"] = greedy(sizes, device, Path(tmp))
-        results["sma"] = sma(sizes, args.repeats, args.rounds, not args.no_vectorbt, Path(tmp),
-                             args.threads)
+        results["sma"] = sma(sizes, args.repeats, args.rounds,
+                             not (args.no_vectorbt or args.quick), Path(tmp), args.threads)
     results["sma"]["peer"] = _backtesting_py(sizes, results["sma"]["foxhunt_bars_per_s"])
     _summary(results["sma"])
     emit("backtest", device, results, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_backtest")

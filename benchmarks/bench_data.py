@@ -12,6 +12,8 @@
    the same 38 features (rolling / ewm / shift / tz_convert) and the same rolling z-score.
    Values are compared column by column. Target: >= 2M bars/s and >= 2x pandas.
 
+`--quick` (CI runs it, in seconds): 200,000 ticks, 20,000 bars, one run each.
+
 Every figure is the best (minimum) wall time of `--repeat` runs (time.perf_counter); all runs
 are kept in the JSON. The 1-minute load average is recorded around each section, since a
 shared host slows everything down. Targets are reported as `target_met` booleans and never
@@ -40,8 +42,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+from _common import _cpu_model, emit, log, run_main
 
-from _common import _cpu_model, emit, log
 from foxhunt.data.instruments import Session
 from foxhunt.data.resample import resample
 from foxhunt.data.series import Bars, BarSpec, Ticks
@@ -419,4 +421,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_data")

@@ -21,6 +21,9 @@ Targets (docs/learning.md), checked per market and printed as pass/fail:
 Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is over seeds of the
 per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
 
+`--quick` (CI runs it on the CPU, in seconds): a tiny agent on 4,000-bar markets, and unless
+given, the trend market and seed 0.
+
 Prints one JSON document on stdout (progress and the table go to stderr); `--markdown FILE`
 also writes the table as markdown. `--out FILE` is rewritten after every finished fold
 (`"complete": false` until the last), so a run stopped by a time limit keeps what it finished.
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import document, emit, log, resolve_device, write_json
+from _common import document, emit, log, resolve_device, run_main, write_json
 
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
 from foxhunt.config import load_settings
@@ -63,6 +66,8 @@ ORACLE_TARGET = 0.5
 NULL_T = 2.0
 SYNTH_SESSION = Session(tz="UTC", open="14:30", close="21:00")
 """The generator's default 390-minute session (bars close 14:31 .. 21:00 UTC)."""
+QUICK_DEFAULTS = {"markets": "trend", "seeds": "0"}
+"""--quick: the markets and seeds it runs unless they are given (CI runs it, in seconds)."""
 QUICK_OVERRIDES = {
     "env": {"window": 8, "episode_len": 64},
     "agent": {"hidden": 32, "atoms": 11},
@@ -355,16 +360,18 @@ def _partial_writer(out: str | None, device, settings: dict[str, Any], rows: lis
 
     def write(seed_doc: dict[str, Any]) -> None:
         write_json(Path(out), document("learning", device, {
-            "complete": False, "settings": settings,
+            "complete": False, "quick": settings["quick"], "settings": settings,
             "markets": [*rows, _market_row(market, None, [*runs, seed_doc])]}))
     return write
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--markets", default=",".join(MARKETS),
-                        help=f"comma-separated, from {', '.join(MARKETS)} (default: all)")
-    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    parser.add_argument("--markets",
+                        help=f"comma-separated, from {', '.join(MARKETS)} (default: all; "
+                        f"quick {QUICK_DEFAULTS['markets']})")
+    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; quick "
+                        f"{QUICK_DEFAULTS['seeds']})")
     parser.add_argument("--bars", type=int, default=30_000, help="bars of a synthetic market")
     parser.add_argument("--folds", type=int, default=3, help="walk-forward folds")
     parser.add_argument("--epochs", type=int, help="epochs per fold (default: the config's)")
@@ -375,10 +382,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="every fold deploys its agent (walkforward.deploy_min_psr = 0), so "
                         "the test figures are the agent's even where validation found no edge")
     parser.add_argument("--quick", action="store_true",
-                        help="a tiny agent and 4,000-bar markets (CI smoke test)")
+                        help="a tiny agent, 4,000-bar markets, and unless given one market "
+                        "and one seed (CI smoke test)")
     parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
     parser.add_argument("--markdown", metavar="FILE.md", help="also write the table here")
     args = parser.parse_args(argv)
+    defaults = QUICK_DEFAULTS if args.quick else {"markets": ",".join(MARKETS), "seeds": "0,1,2"}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     names = [m.strip() for m in args.markets.split(",") if m.strip()]
     unknown = [m for m in names if m not in MARKETS]
     if unknown or not names:
@@ -417,8 +429,9 @@ def main(argv: list[str] | None = None) -> None:
     print(text, file=sys.stderr)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
-    emit("learning", device, {"complete": True, "settings": settings, "markets": rows}, args.out)
+    emit("learning", device, {"complete": True, "quick": args.quick, "settings": settings,
+                              "markets": rows}, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_learning")

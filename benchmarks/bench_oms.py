@@ -17,6 +17,8 @@
    once more, with a timer around each part) says where a bar's time goes.
 
 Prints one JSON document; targets are reported as `target_met`, never as the exit status.
+`--quick` (CI runs it, in seconds): 2,000 checks, 20 submits, 600 bars, and no PostgreSQL
+server unless --pg-url names one.
 
     .venv/bin/python benchmarks/bench_oms.py
     .venv/bin/python benchmarks/bench_oms.py --bars 3000 --pg-url postgresql+psycopg://...
@@ -37,6 +39,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import torch
+from _run import run_main
 from bench_risk import bench_check, bench_submit
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
@@ -90,7 +93,8 @@ def agent_checkpoint(folder: Path, bars, inst, agent: str) -> Path:
                             matrix.groups, window, len(POS_STATE))
     norm = matrix.normaliser
     extra = {"fold": 0, "normaliser": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
-             "feature_names": list(matrix.names), "feature_groups": matrix.groups}
+             "feature_names": list(matrix.names), "feature_groups": matrix.groups,
+             "feature_config": WORKLOAD_FEATURES.model_dump(mode="json")}  # as the trainer saves
     return save_checkpoint(folder / "agent.pt", net, spec.model_dump(mode="json"), extra)
 
 
@@ -191,6 +195,14 @@ def paper_breakdown(n_bars: int, folder: Path, agent: str) -> dict:
     return out
 
 
+FULL = {"orders": 20_000, "submits": 500, "bars": 5000}
+QUICK = {"orders": 2_000, "submits": 20, "bars": 600}
+"""--quick's sizes (600 bars: the replay's checkpoint fits its normaliser on the first half,
+which must hold the features' 256-bar warm-up)."""
+QUICK_NO_POSTGRES = {"skipped": "--quick starts no PostgreSQL server (--pg-url URL or auto for "
+                                "one)"}
+
+
 def bench_postgres(pg_url: str, n: int) -> dict | None:
     """Durable submits on PostgreSQL: `pg_url`, or a local server started for the run."""
     if pg_url == "none":
@@ -209,17 +221,26 @@ def bench_postgres(pg_url: str, n: int) -> dict | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=20_000, help="risk checks to time")
-    ap.add_argument("--submits", type=int, default=500, help="durable submits to time per log")
-    ap.add_argument("--bars", type=int, default=5000, help="bars of the paper replay")
+    ap.add_argument("--orders", type=int, help="risk checks to time (default 20,000)")
+    ap.add_argument("--submits", type=int, help="durable submits to time per log (default 500)")
+    ap.add_argument("--bars", type=int, help="bars of the paper replay (default 5,000)")
     ap.add_argument("--agent", choices=("cpu", "h200"), default="cpu",
                     help="the replay's policy: cpu, the CPU-sized agent (hidden 64, window 8); "
                          "h200, the shipped agent sized by the h200 GPU profile (hidden 512, "
                          "51 atoms, window 32), timed on this CPU")
-    ap.add_argument("--pg-url", default="auto",
-                    help="PostgreSQL URL for the durable submit; auto: a local throwaway server; "
-                         "none: skip")
+    ap.add_argument("--pg-url",
+                    help="PostgreSQL URL for the durable submit; auto (the default): a local "
+                         "throwaway server; none: skip")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"few checks, submits and bars ({QUICK['orders']:,}, "
+                         f"{QUICK['submits']}, {QUICK['bars']}), no PostgreSQL unless "
+                         "--pg-url names one (CI)")
     args = ap.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if min(args.orders, args.submits, args.bars) < 1:
+        ap.error("--orders, --submits and --bars must be >= 1")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -227,12 +248,14 @@ def main() -> None:
         sqlite["target_met"] = sqlite["p99_us"] <= 2000
         doc = {
             "benchmark": "oms",
+            "quick": args.quick,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "python": platform.python_version(), "machine": platform.machine(),
             "cpus": os.cpu_count(), "loadavg_1m": os.getloadavg()[0],
             "risk_check": bench_check(args.orders),
             "submit_durable_sqlite": sqlite,
-            "submit_durable_postgresql": bench_postgres(args.pg_url, args.submits),
+            "submit_durable_postgresql": QUICK_NO_POSTGRES if args.quick and not args.pg_url
+            else bench_postgres(args.pg_url or "auto", args.submits),
             "agent": describe_agent(args.agent, folder),
             "paper_replay_memory_log": bench_paper(args.bars, "sqlite://", folder, args.agent),
             "paper_replay_sqlite_file": bench_paper(args.bars, f"sqlite:///{tmp}/paper.sqlite",
@@ -246,4 +269,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_oms")

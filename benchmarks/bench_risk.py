@@ -9,7 +9,8 @@
    mostly the disk's fsync).
 
 Prints one JSON document on stdout (percentiles in microseconds); targets are reported as
-`target_met` and never change the exit status.
+`target_met` and never change the exit status. `--quick` (CI runs it, in seconds): 2,000 checks
+and 50 submits per log.
 
     .venv/bin/python benchmarks/bench_risk.py
     .venv/bin/python benchmarks/bench_risk.py --orders 2000
@@ -26,6 +27,8 @@ import time
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from _run import run_main
+
 from foxhunt.execution import SqlEventStore, TradingEngine
 from foxhunt.execution import venue as v
 from foxhunt.orders import Contract, OrderInitialized, OrderRequest, OrderType, Side, TimeInForce
@@ -37,6 +40,8 @@ CONTRACTS = {
     "ES": Contract("ES", Decimal("0.25"), Decimal(50), Decimal("2.25")),
     "CL": Contract("CL", Decimal("0.01"), Decimal(1000), Decimal("2.50")),
 }
+FULL = {"orders": 20_000, "submits": 500}
+QUICK = {"orders": 2_000, "submits": 50}
 LOOSE = RiskConfig(max_order_rate=10**9, max_orders_per_day=10**9, max_position=10**6,
                    max_order_qty=10, max_gross_notional=Decimal(10**12))  # fmt: skip
 
@@ -91,12 +96,21 @@ def bench_submit(url: str, n: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--orders", type=int, default=20_000, help="risk checks to time")
-    ap.add_argument("--submits", type=int, default=500, help="OMS submits to time per log")
+    ap.add_argument("--orders", type=int, help="risk checks to time (default 20,000; quick "
+                    f"{QUICK['orders']:,})")
+    ap.add_argument("--submits", type=int, help="OMS submits to time per log (default 500; "
+                    f"quick {QUICK['submits']})")
+    ap.add_argument("--quick", action="store_true", help="few checks and submits (CI)")
     args = ap.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.orders < 1 or args.submits < 1:
+        ap.error("--orders and --submits must be >= 1")
     with tempfile.TemporaryDirectory() as tmp:
         doc = {
             "benchmark": "risk",
+            "quick": args.quick,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "python": platform.python_version(),
             "machine": platform.machine(),
@@ -110,4 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_risk")

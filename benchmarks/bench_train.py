@@ -17,9 +17,15 @@ of the trainer's own code path (eager on the CPU; `CapturedStep` CUDA graphs on 
    device. Reports its env-steps/s during learn() and its gradient updates/s when it only
    trains; target: foxhunt updates/s >= 15x SB3's.
 
-Targets are reported as `target_met` booleans and never change the exit status. `--quick` uses
-small sizes (CI smoke, CPU); the full-size CPU run times only a few iterations of each step.
-Prints one JSON document on stdout; progress goes to stderr.
+The spec is the benchmark's sizes and performance mode, the rest sized by the GPU profile as
+`foxhunt train` sizes a run (`choose_profile`, `TrainingSpec.sized_for`), and the Learner gets
+the features' mirror as the trainer gives it.
+
+Targets are reported as `target_met` booleans and never change the exit status; a measurement
+that fails is reported in place (`"error"`), the others still run, and the run then exits 1.
+`--quick` uses small sizes and few steps (CI runs it on the CPU, in seconds); the full-size CPU
+run times only a few iterations of each step. Prints one JSON document on stdout; progress goes
+to stderr.
 """
 
 from __future__ import annotations
@@ -32,12 +38,15 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 from _common import (
+    NO_CUDA,
     emit,
     kernel_profile,
     kernel_timeline,
     log,
+    one_line,
     range_profile,
     resolve_device,
+    run_main,
     time_steps,
 )
 from sb3_peer import measure_sb3, sb3_ratio
@@ -47,6 +56,8 @@ from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 from foxhunt.features import FeatureConfig, FeaturePipeline
+from foxhunt.features.mirror import FeatureMirror
+from foxhunt.profiles import choose_profile
 from foxhunt.replay import ReplayConfig
 from foxhunt.training import hotpath
 from foxhunt.training.config import PerformanceConfig, TrainConfig, TrainingSpec
@@ -150,6 +161,9 @@ per CUDA graph; float32 passes with TF32 matmuls instead of bf16 autocast."""
 
 
 def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpec:
+    """The benchmark's sizes and `mode`, the rest sized by the GPU profile as `foxhunt train`
+    sizes a run (`choose_profile`, then `TrainingSpec.sized_for`: e.g. `updates_per_fold`,
+    which sets the weight average's rate)."""
     options: dict = {}
     if mode.collect_steps_per_graph is not None:
         options["collect_steps_per_graph"] = mode.collect_steps_per_graph
@@ -164,7 +178,7 @@ def training_spec(sizes: Sizes, device: torch.device, mode: Mode) -> TrainingSpe
                               cuda_graphs=mode.cuda_graphs, compile=mode.compile,
                               autocast=mode.autocast, side_streams=mode.side_streams,
                               **options)),
-    )
+    ).sized_for(choose_profile().profile)
 
 
 @dataclass
@@ -172,6 +186,7 @@ class MarketSetup:
     market: MarketTensors
     window: Window  # the bars episodes may start in (observation windows fully warmed up)
     groups: dict[str, list[int]]
+    mirror: FeatureMirror  # what `[agent] mirror` trains on, as the trainer builds it
 
 
 def build_market(sizes: Sizes, env_config: EnvConfig, device: torch.device) -> MarketSetup:
@@ -183,7 +198,8 @@ def build_market(sizes: Sizes, env_config: EnvConfig, device: torch.device) -> M
     values = features.values.copy()  # writable, as the trainer passes it
     market = MarketTensors.from_bars(synth.bars, values, instrument, env_config, device)
     first = features.valid_from + env_config.window - 1
-    return MarketSetup(market, Window(first, sizes.bars), features.groups)
+    mirror = FeatureMirror.of(pipeline.specs, features.normaliser)
+    return MarketSetup(market, Window(first, sizes.bars), features.groups, mirror)
 
 
 def fill_replay(learner: Learner) -> None:
@@ -214,7 +230,8 @@ def fill_replay(learner: Learner) -> None:
 
 def new_learner(sizes: Sizes, setup: MarketSetup, device: torch.device, mode: Mode) -> Learner:
     spec = training_spec(sizes, device, mode)
-    learner = Learner(spec, setup.market, setup.window, setup.groups, device, SEED)
+    learner = Learner(spec, setup.market, setup.window, setup.groups, device, SEED,
+                      setup.mirror if spec.agent.mirror else None)
     fill_replay(learner)
     learner.online.train()  # what run_updates() sets before its loop
     learner.prime()  # and the first staged batch
@@ -312,7 +329,7 @@ def measure_env_only(
 
 # -- driver ----------------------------------------------------------------------------------
 
-SKIPPED_GRAPHS = {"skipped": "CUDA graphs need a CUDA device"}
+SKIPPED_GRAPHS = {"skipped": f"{NO_CUDA}: CUDA graphs need a CUDA device"}
 
 
 def headline(measured: dict, mode: str, keys: tuple[str, ...], target: dict) -> dict:
@@ -330,7 +347,7 @@ def attempt(what: str, measure: Callable[..., dict], *args: object) -> dict:
     try:
         return measure(*args)
     except Exception as exc:  # noqa: BLE001
-        error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        error = one_line(exc)
         log(f"{what}: failed ({error})")
         return {"error": error}
 
@@ -429,7 +446,7 @@ def run(args: argparse.Namespace) -> dict:
             updates[mode.name], collects[mode.name], facts = measure_mode(
                 mode, sizes, setup, plan, device)
         except Exception as exc:  # noqa: BLE001 - a compiler failure is reported, not fatal
-            error = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+            error = {"error": one_line(exc)}
             updates[mode.name] = collects[mode.name] = error
             log(f"{mode.name}: failed ({error['error']})")
     for mode in [m for m in all_modes if not m.compile]:
@@ -482,6 +499,7 @@ def run(args: argparse.Namespace) -> dict:
                      f"steps and {plan.env_steps} env-only steps are timed.")
     return {
         "mode": size_name,
+        "quick": args.quick,
         "config": {**asdict(sizes), "n_features": setup.market.n_features, **facts,
                    "start_window": [setup.window.start, setup.window.stop],
                    "inductor_options": hotpath.INDUCTOR_OPTIONS,
@@ -534,4 +552,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_train")

@@ -10,7 +10,11 @@ start-up included; `trial_s_mean` is the mean time inside a trial.
 
 Budgets: `--budget tiny` (the CPU default: 2 folds' worth of seconds a trial) or `--budget
 profile` (the GPU profile's, e.g. h200: 250k updates a fold; `--updates-per-fold` and
-`--epochs` override either). Each trial's CPU threads are cores // K.
+`--epochs` override either). Each trial's CPU threads are cores // K (`--threads` to set them).
+
+`--quick` (CI runs it on the CPU, in seconds): the tiny budget cut to one epoch of 16 updates on
+two folds of 2,000 bars, K = 1 and 2 on the thread backend, one CPU thread a trial, unless
+given.
 
 Prints one JSON document (progress on stderr); `--out FILE` also writes it.
 """
@@ -24,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import emit, log, resolve_device
+from _common import emit, log, resolve_device, run_main
 
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
@@ -45,12 +49,19 @@ TINY = {
               "batch_size": 64, "n_envs": 32, "eval_windows": 8},
     "walkforward": {"folds": 3, "purge": 32},
 }
+QUICK_BUDGET = {"train": {"epochs": 1, "updates_per_fold": 16, "eval_windows": 2},
+                "walkforward": {"folds": 2}}
+"""--quick: the tiny budget cut down further (one epoch a fold, two folds)."""
+QUICK = {"bars": 2_000, "ks": [1, 2], "backends": ["thread"], "threads": 1}
+FULL = {"bars": 30_000, "ks": [1, 2, 4, 8], "backends": ["process", "thread"], "threads": None}
 
 
 def base_spec(args: argparse.Namespace) -> TrainingSpec:
     spec = TrainingSpec()
     if args.budget == "tiny":
         spec = spec.with_overrides(TINY, "bench_tune tiny budget")
+        if args.quick:
+            spec = spec.with_overrides(QUICK_BUDGET, "bench_tune --quick")
     train: dict[str, Any] = {"device": args.device}
     if args.updates_per_fold:
         train["updates_per_fold"] = args.updates_per_fold
@@ -64,8 +75,9 @@ def measure(args, bars, instrument, backend: str, k: int, work: Path) -> dict[st
     spec = base_spec(args)
     profile = choose_profile(args.profile).profile
     cores = os.cpu_count() or 1
+    threads = args.threads or max(1, cores // k)
     ctx = TrialContext(bars, instrument, FeatureConfig(), spec, profile, None, "sharpe", root,
-                       device=args.device, threads=max(1, cores // k) if args.device == "cpu" else None)
+                       device=args.device, threads=threads if args.device == "cpu" else None)
     trials = args.trials_per_slot * k
     config = TuneConfig(name=f"bench-{backend}-{k}", storage=f"sqlite:///{root}/s.db",
                         trials=trials, sampler="random", parallel=k, backend=backend,
@@ -86,10 +98,13 @@ def measure(args, bars, instrument, backend: str, k: int, work: Path) -> dict[st
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    p.add_argument("--bars", type=int, default=30_000)
-    p.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8])
-    p.add_argument("--backends", nargs="+", default=["process", "thread"],
-                   choices=["process", "thread", "ray"])
+    p.add_argument("--bars", type=int, help="bars of the market (default 30,000; quick 2,000)")
+    p.add_argument("--ks", type=int, nargs="+", help="trials at once (default 1 2 4 8; quick 1 2)")
+    p.add_argument("--backends", nargs="+", choices=["process", "thread", "ray"],
+                   help="default process thread; quick thread")
+    p.add_argument("--threads", type=int, help="CPU threads a trial (default cores // K; quick 1)")
+    p.add_argument("--quick", action="store_true",
+                   help="a few seconds' smoke run (CI): see the module docstring")
     p.add_argument("--trials-per-slot", type=int, default=1, help="trials per K slot")
     p.add_argument("--budget", default=None, choices=["tiny", "profile"],
                    help="tiny (CPU default) or the GPU profile's (CUDA default)")
@@ -98,6 +113,9 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--out", default=None)
     args = p.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     device = resolve_device(args.device)
     args.budget = args.budget or ("tiny" if device.type == "cpu" else "profile")
     market = generate(SynthConfig(n_bars=args.bars, seed=0, signal_strength=0.3))
@@ -112,11 +130,11 @@ def main() -> None:
         one = base.get(r["backend"])
         r["speedup_vs_k1"] = round(r["trials_per_hour"] / one, 2) if one else None
     best = max(rows, key=lambda r: r["trials_per_hour"])
-    emit("tune", device, {"bars": args.bars, "budget": args.budget,
+    emit("tune", device, {"quick": args.quick, "bars": args.bars, "budget": args.budget,
                           "config": base_spec(args).model_dump(mode="json", exclude_unset=True),
                           "results": rows,
                           "fastest": {"backend": best["backend"], "k": best["k"]}}, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "bench_tune")

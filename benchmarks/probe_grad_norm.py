@@ -9,7 +9,9 @@ from the working weights' after one bf16 update).
 
 For each, compiled (`combo_kernels`, as the trainer compiles) and replayed as a CUDA graph: the
 replay's median time, its kernels, and the norm it computes (to check the forms agree).
-Prints one JSON document.
+Prints one JSON document. `--quick`: bench_train's quick network and 30 timed replays; without
+CUDA (CI runs it so on the CPU) each form runs eagerly on the CPU, its compiled CUDA-graph
+replay skipped, where a full run stops with one line.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import argparse
 from collections.abc import Callable
 
 import torch
-from _common import emit, kernel_profile, log, time_steps
+from _common import NO_CUDA, emit, kernel_profile, log, run_main, time_steps
 from bench_train import SIZES, Mode, build_market, new_learner, training_spec
 from torch import Tensor
 
@@ -26,6 +28,8 @@ from foxhunt.training.graphs import CapturedStep
 
 ITERS = 300
 WARMUP = 20
+QUICK_ITERS = 30
+QUICK_WARMUP = 3
 
 
 def norm_cat(grads: list[Tensor]) -> Tensor:
@@ -46,11 +50,18 @@ FORMS: dict[str, Callable[[list[Tensor]], Tensor]] = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the quick network, few replays; without CUDA, the forms eagerly "
+                        "on the CPU (CI)")
     parser.add_argument("--out", metavar="FILE.json")
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_grad_norm.py needs a CUDA device")
-    device, sizes = torch.device("cuda"), SIZES["full"]
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.quick:
+        raise SystemExit("error: probe_grad_norm.py needs a CUDA device (--quick runs the "
+                         "forms eagerly on the CPU)")
+    device = torch.device("cuda" if cuda else "cpu")
+    sizes = SIZES["quick" if args.quick else "full"]
+    iters, warmup = (QUICK_ITERS, QUICK_WARMUP) if args.quick else (ITERS, WARMUP)
     mode = Mode("eager_bf16", cuda_graphs=False, autocast="bf16")
     setup = build_market(sizes, training_spec(sizes, device, mode).env, device)
     learner = new_learner(sizes, setup, device, mode)
@@ -59,16 +70,20 @@ def main() -> None:
     out = torch.zeros((), device=device)
     results = {}
     for name, form in FORMS.items():
-        compiled = torch.compile(lambda form=form: out.copy_(form(net.gradients())),
-                                 fullgraph=True, options={"combo_kernels": True})
-        replay = CapturedStep(compiled, enabled=True)  # warm-up, capture, then replays
-        row = {**time_steps(replay, ITERS, WARMUP, device).summary(),
-               **kernel_profile(replay, 10, device), "norm": float(out)}
+        step = lambda form=form: out.copy_(form(net.gradients()))
+        if cuda:
+            compiled = torch.compile(step, fullgraph=True, options={"combo_kernels": True})
+            step = CapturedStep(compiled, enabled=True)  # warm-up, capture, then replays
+        row = {**time_steps(step, iters, warmup, device).summary(),
+               **kernel_profile(step, 10, device), "norm": float(out)}
         results[name] = row
-        log(f"{name}: median {row['median_ms']} ms, {row['kernels_per_step']} kernels, "
-            f"norm {row['norm']:.6g}")
-    emit("probe_grad_norm", device, {"results": results}, args.out)
+        kernels = f", {row['kernels_per_step']} kernels" if cuda else ""
+        log(f"{name}: median {row['median_ms']} ms{kernels}, norm {row['norm']:.6g}")
+    doc: dict = {"quick": args.quick, "results": results}
+    if not cuda:
+        doc["skipped"] = f"{NO_CUDA}: the forms ran eagerly on the CPU, not compiled or replayed"
+    emit("probe_grad_norm", device, doc, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "probe_grad_norm")

@@ -21,6 +21,8 @@ kernel starts. If `both` is
 close to `main_only` + `side_only`, the chains do not overlap; if the side chain starts late,
 the replay issues its kernels in an order that holds it back. Run it with
 CUDA_DEVICE_MAX_CONNECTIONS set to compare hardware queue counts. Prints one JSON document.
+`--quick`: 30 timed replays a variant; without CUDA it reports every variant skipped (CI runs
+it so on the CPU) where a full run stops with one line.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ import argparse
 from collections.abc import Callable
 
 import torch
-
-from _common import emit, log, time_steps
+from _common import NO_CUDA, emit, log, run_main, time_steps
 
 ITERS = 300
 WARMUP = 20
+QUICK_ITERS = 30
+QUICK_WARMUP = 5
 
 
 def chain(x: torch.Tensor, kernels: int) -> None:
@@ -114,24 +117,35 @@ def main() -> None:
     parser.add_argument("--side", type=int, default=35, help="kernels in the side chain")
     parser.add_argument("--numel", type=int, default=262_144,
                         help="elements each kernel touches (the update's are ~10^5-10^6)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_ITERS} timed replays a variant; without CUDA, every "
+                        "variant reported skipped (CI)")
     parser.add_argument("--out", metavar="FILE.json")
     args = parser.parse_args()
+    notes = ["each kernel is one in-place add on --numel float32 elements"]
     if not torch.cuda.is_available():
-        raise SystemExit("probe_graph_branches.py needs a CUDA device")
+        if not args.quick:
+            raise SystemExit("error: probe_graph_branches.py needs a CUDA device")
+        skipped = {"skipped": f"{NO_CUDA}: CUDA graphs need a CUDA device"}
+        emit("probe_graph_branches", torch.device("cpu"),
+             {"quick": True, "config": vars(args), "results": dict.fromkeys(VARIANTS, skipped),
+              "notes": notes}, args.out)
+        return
     device = torch.device("cuda")
+    iters, warmup = (QUICK_ITERS, QUICK_WARMUP) if args.quick else (ITERS, WARMUP)
     results = {}
     for variant in VARIANTS:
         _, replay = build(variant, args.main, args.side, args.numel, device)
-        summary = time_steps(replay, ITERS, WARMUP, device).summary()
+        summary = time_steps(replay, iters, warmup, device).summary()
         row = {**summary, **first_kernels(replay, device)}
         if variant == "both_x4":
             row["median_ms_per_copy"] = round(row["median_ms"] / 4, 4)
         results[variant] = row
         log(f"{variant}: median {row['median_ms']} ms, host {row['host_ms_per_step']} ms")
     emit("probe_graph_branches", device,
-         {"config": vars(args), "results": results,
-          "notes": ["each kernel is one in-place add on --numel float32 elements"]}, args.out)
+         {"quick": args.quick, "config": vars(args), "results": results, "notes": notes},
+         args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "probe_graph_branches")

@@ -9,17 +9,20 @@ profile's network, untrained).
   with flat and buy-and-hold stepped beside it (as the trainer runs it).
 
 For each: the first run (warm-up, compiling and capture: `setup_s` of it is one-off work by
-`graphs.SETUP`) and the mean of the next runs. Prints one JSON document.
+`graphs.SETUP`) and the mean of the next runs. On the CPU every rollout runs eagerly. `--quick`
+(CI runs it on the CPU, in seconds): 3,000 bars, 2 folds, one timed run, unless given. Prints
+one JSON document.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from collections.abc import Callable
 
 import torch
-from _common import emit, log, resolve_device, synchronize
+from _common import emit, log, resolve_device, run_main, synchronize
 
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
@@ -79,30 +82,40 @@ def fold_cases(trainer: WalkForwardTrainer, fold, device: torch.device,
     }
 
 
+FULL = {"bars": 30_000, "folds": 3, "runs": 3}
+QUICK = {"bars": 3_000, "folds": 2, "runs": 1}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--bars", type=int, default=30_000)
-    parser.add_argument("--folds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=3, help="timed runs after the first")
+    parser.add_argument("--bars", type=int, help="synthetic bars (default 30,000; quick 3,000)")
+    parser.add_argument("--folds", type=int, help="walk-forward folds (default 3; quick 2)")
+    parser.add_argument("--runs", type=int, help="timed runs after the first (default 3; quick 1)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI, seconds)")
     parser.add_argument("--out", metavar="FILE.json")
     args = parser.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     device = resolve_device(args.device)
     instrument = InstrumentRegistry.load().get("SYN")
     bars = generate(SynthConfig(n_bars=args.bars, seed=7, family="trend")).bars
     profile = choose_profile(None).profile
     spec = TrainingSpec().sized_for(profile).with_overrides(
         {"walkforward": {"folds": args.folds}}, "probe_rollouts")
-    trainer = WalkForwardTrainer(spec, bars, FeaturePipeline(FeatureConfig(), instrument.session),
-                                 instrument, "/tmp/probe_rollouts", device)
     results: dict[str, dict[str, float]] = {}
-    for fold in trainer.folds[:2]:
-        for name, (make, runs) in fold_cases(trainer, fold, device, args.runs).items():
-            results[f"fold{fold.index}.{name}"] = timed(make, device, runs)
-            log(f"fold {fold.index} {name}: {results[f'fold{fold.index}.{name}']}")
-    emit("probe_rollouts", device, {"profile": profile.name, "bars": args.bars,
-                                    "results": results}, args.out)
+    with tempfile.TemporaryDirectory(prefix="probe_rollouts-") as run_dir:
+        trainer = WalkForwardTrainer(spec, bars, FeaturePipeline(FeatureConfig(),
+                                                                 instrument.session),
+                                     instrument, run_dir, device)
+        for fold in trainer.folds[:2]:
+            for name, (make, runs) in fold_cases(trainer, fold, device, args.runs).items():
+                results[f"fold{fold.index}.{name}"] = timed(make, device, runs)
+                log(f"fold {fold.index} {name}: {results[f'fold{fold.index}.{name}']}")
+    emit("probe_rollouts", device, {"quick": args.quick, "profile": profile.name,
+                                    "bars": args.bars, "results": results}, args.out)
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "probe_rollouts")

@@ -16,6 +16,9 @@ the observations carry the signal and the agent's learning is what falls short; 
 the observations are the bottleneck.
 
     python benchmarks/supervised_ceiling.py --markets trend,reversion,ar,garch_noise --seeds 0,1,2
+
+`--quick` (CI runs it, in seconds): the trend market, seed 0, 4,000 bars, 2 folds, unless given.
+Prints one JSON document on stdout (or to --out); progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _run import run_main
 from bench_learning import load_market
 
 from foxhunt.features.config import FeatureConfig
@@ -38,6 +42,8 @@ from foxhunt.training.walkforward import WalkForwardConfig, WalkForwardSplit
 RIDGE = (1.0, 100.0, 10_000.0)  # x the number of training rows' scale-free penalty
 HORIZONS = (1, 16, 64)
 BANDS = (0.0, 0.5, 1.0, 2.0)  # dead band, in costs per side
+FULL = {"markets": "trend,reversion,ar,garch_noise", "seeds": "0,1,2", "bars": 30_000, "folds": 3}
+QUICK = {"markets": "trend", "seeds": "0", "bars": 4_000, "folds": 2}
 
 
 def fit_ridge(x: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
@@ -105,15 +111,19 @@ def run_fold(features: np.ndarray, names: list[str], close: np.ndarray, fold, co
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--markets", default="trend,reversion,ar,garch_noise")
-    ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--bars", type=int, default=30_000)
-    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--markets", help=f"default {FULL['markets']}; quick {QUICK['markets']}")
+    ap.add_argument("--seeds", help=f"default {FULL['seeds']}; quick {QUICK['seeds']}")
+    ap.add_argument("--bars", type=int, help=f"default {FULL['bars']:,}; quick {QUICK['bars']:,}")
+    ap.add_argument("--folds", type=int, help=f"default {FULL['folds']}; quick {QUICK['folds']}")
+    ap.add_argument("--quick", action="store_true", help="one small market (CI, seconds)")
     ap.add_argument("--trend-windows", default=None, help="e.g. 8,32,128,512")
     ap.add_argument("--groups", default=None, help="feature groups, e.g. trend,crosses")
     ap.add_argument("--horizons", default=None, help="e.g. 1,16,64,256 (default 1,16,64)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     over: dict = {}
     if args.trend_windows:
         over["trend_windows"] = [int(w) for w in args.trend_windows.split(",")]
@@ -122,7 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     feat_cfg = FeatureConfig(**over)
     horizons = tuple(int(h) for h in args.horizons.split(",")) if args.horizons else HORIZONS
     pipe = FeaturePipeline(feat_cfg)
-    doc = {"features": feat_cfg.model_dump(mode="json"), "horizons": list(horizons), "markets": []}
+    doc = {"quick": args.quick, "features": feat_cfg.model_dump(mode="json"),
+           "horizons": list(horizons), "markets": []}
     for name in args.markets.split(","):
         seeds = []
         for seed in (int(s) for s in args.seeds.split(",")):
@@ -156,4 +167,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "supervised_ceiling")

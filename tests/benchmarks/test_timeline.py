@@ -9,7 +9,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from _common import timeline_summary  # noqa: E402
+from _common import timeline_summary
 
 
 def kernel(name, ts, dur, stream):
@@ -51,7 +51,7 @@ def test_no_kernels():
 
 # -- kernels charged to the profiler range that launched them ---------------------------------
 
-from _common import kernel_attribution  # noqa: E402
+from _common import kernel_attribution
 
 
 def _range(name, ts, dur, tid=1):
