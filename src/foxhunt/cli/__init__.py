@@ -1,23 +1,47 @@
 """The `foxhunt` command line: Typer + Rich, `--json` on every command that prints results.
 
-User mistakes end as one line on stderr and a non-zero exit, never a traceback. Heavy imports
-(torch, duckdb) happen inside commands so `--help` stays quick.
+Only this module imports the command modules: each adds its commands through `register(app)`;
+what they share is in `cli/common.py`, which imports no command. User mistakes end as one line
+on stderr and a non-zero exit, never a traceback. Heavy imports (torch, duckdb) happen inside
+commands so `--help` stays quick.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Annotated
 
+import typer
 from typer import Abort
 
-from foxhunt.cli import data, evaluate, features, trading, train  # noqa: F401  (registers their commands)
-from foxhunt.cli.app import app
+from foxhunt.cli import about, data, evaluate, features, trading, train, tune
+from foxhunt.cli.common import Invocation
 from foxhunt.errors import FoxhuntError
 
 try:  # typer >= 0.20 carries its own click
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer on the installed click
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+
+app = typer.Typer(name="foxhunt", no_args_is_help=True, add_completion=False,
+                  pretty_exceptions_enable=False,
+                  help="Train, validate and run deep-RL trading agents on futures data.")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML file overriding the defaults.")
+    ] = None,
+) -> None:
+    ctx.obj = Invocation(config)
+
+
+# `foxhunt --help` lists the commands in the order they register, then the groups.
+for command_module in (about, data, features, tune, evaluate, trading, train):
+    command_module.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,17 +7,14 @@ from typing import Annotated, Literal
 
 import typer
 
-from foxhunt.cli.app import (
-    JsonOpt,
-    _emit_json,
-    _settings,
-    _table,
-    data_app,
-    fmt_ts,
-    out,
-    parse_ts_option,
-)
+from foxhunt.cli.common import JsonOpt, emit_json, fmt_ts, out, parse_ts, rich_table, settings_of
 from foxhunt.errors import FoxhuntError
+
+data_app = typer.Typer(help="Import, list, show and export market data.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(data_app, name="data")
 
 
 def open_store(ctx: typer.Context, *, write: bool = False):
@@ -25,13 +22,13 @@ def open_store(ctx: typer.Context, *, write: bool = False):
     so only the commands that store bars ask for one."""
     from foxhunt.data.store import MarketStore
 
-    return MarketStore(_settings(ctx).store_path, read_only=not write)
+    return MarketStore(settings_of(ctx).store_path, read_only=not write)
 
 
 def instrument_registry(ctx: typer.Context):
     from foxhunt.data.instruments import InstrumentRegistry
 
-    return InstrumentRegistry.load(_settings(ctx).instruments_file)
+    return InstrumentRegistry.load(settings_of(ctx).instruments_file)
 
 
 def _bar_specs(values: list[str] | None):
@@ -49,8 +46,8 @@ def _series_rows(infos) -> list[dict]:
 
 
 def _print_series(title: str, rows: list[dict]) -> None:
-    out.print(_table(title, ["symbol", "series", "first (UTC)", "last (UTC)", "rows"],
-                     [[r["symbol"], r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
+    out.print(rich_table(title, ["symbol", "series", "first (UTC)", "last (UTC)", "rows"],
+                         [[r["symbol"], r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
 
 
 def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str,
@@ -125,7 +122,7 @@ def data_import(
                    "bars": {str(spec): len(frame)}, "grid": report.grid,
                    "notes": report.notes(f"{symbol} {spec}")}
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
     series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
@@ -138,15 +135,15 @@ def data_import(
 def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """List stored series: symbol, bar spec, first/last timestamp, rows."""
     rows = []
-    if _settings(ctx).store_path.exists():
+    if settings_of(ctx).store_path.exists():
         with open_store(ctx) as store:
             rows = _series_rows(store.series())
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
     elif not rows:
         out.print("the store is empty: try `foxhunt data sample` or `foxhunt data import FILE --symbol ES`")
     else:
-        _print_series(f"series in {_settings(ctx).store_path}", rows)
+        _print_series(f"series in {settings_of(ctx).store_path}", rows)
 
 
 @data_app.command("show")
@@ -164,18 +161,18 @@ def data_show(
 
     spec = BarSpec.parse(bars)
     with open_store(ctx) as store:
-        frame = store.read_bars(symbol, spec, parse_ts_option(start, "--from"), parse_ts_option(end, "--to"))
+        frame = store.read_bars(symbol, spec, parse_ts(start, "--from"), parse_ts(end, "--to"))
     total = len(frame)
     if limit > 0 and total > limit:
         frame = frame.slice(total - limit, total)
     cols = {k: v for k, v in frame.columns().items() if v is not None}
     if as_json:
-        _emit_json({"symbol": symbol, "bars": str(spec), "rows_in_range": total,
-                    "rows": [dict(zip(cols, vals)) for vals in zip(*(c.tolist() for c in cols.values()))]})
+        emit_json({"symbol": symbol, "bars": str(spec), "rows_in_range": total,
+                   "rows": [dict(zip(cols, vals)) for vals in zip(*(c.tolist() for c in cols.values()))]})
         return
     rows = [[fmt_ts(int(r[0])), *(f"{v:g}" for v in r[1:])] for r in zip(*cols.values())]
-    out.print(_table(f"{symbol} {spec}: last {len(frame)} of {total:,} bars in range",
-                     ["ts (close, UTC)", *list(cols)[1:]], rows))
+    out.print(rich_table(f"{symbol} {spec}: last {len(frame)} of {total:,} bars in range",
+                         ["ts (close, UTC)", *list(cols)[1:]], rows))
 
 
 @data_app.command("export")
@@ -192,7 +189,7 @@ def data_export(
     with open_store(ctx) as store:
         rows = store.export_bars(symbol, BarSpec.parse(bars), out_file)
     if as_json:
-        _emit_json({"symbol": symbol, "bars": bars, "out": str(out_file), "rows": rows})
+        emit_json({"symbol": symbol, "bars": bars, "out": str(out_file), "rows": rows})
     else:
         out.print(f"wrote {rows:,} bars of {symbol} {bars} to {out_file}")
 
@@ -204,7 +201,7 @@ def data_sample(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     rows = load_sample_into_store(ctx)
     if as_json:
-        _emit_json(rows)
+        emit_json(rows)
         return
     _print_series(f"bundled {SAMPLE_SYMBOL} sample ({', '.join(SAMPLE_BAR_SPECS)})", rows)
 
@@ -249,6 +246,6 @@ def data_synth(
                          tick_size=instrument.tick_size, replace=True)
     doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
-    out.print(_table(f"synthetic market {symbol} {spec}", ["field", "value"], [[k, v] for k, v in doc.items()]))
+    out.print(rich_table(f"synthetic market {symbol} {spec}", ["field", "value"], [[k, v] for k, v in doc.items()]))

@@ -7,11 +7,14 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, out, parse_ts_option
+from foxhunt.cli.common import JsonOpt, emit_json, out, parse_ts, rich_table, settings_of
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
 
-DEFAULT_BASELINES = ("buy-and-hold", "sma:10,30", "flat")
+
+def register(app: typer.Typer) -> None:
+    app.command()(backtest)
+    app.command("report")(report_cmd)
 
 
 def load_series(ctx: typer.Context, symbol: str, bars: str):
@@ -29,8 +32,8 @@ def _window(frame, start: str | None, end: str | None, what: str = "a backtest")
     """Bar rows [lo, hi) of --from/--to; `what` names the calling command in the error."""
     import numpy as np
 
-    lo = 0 if start is None else int(np.searchsorted(frame.ts, parse_ts_option(start, "--from"), "left"))
-    hi = len(frame) if end is None else int(np.searchsorted(frame.ts, parse_ts_option(end, "--to"), "right"))
+    lo = 0 if start is None else int(np.searchsorted(frame.ts, parse_ts(start, "--from"), "left"))
+    hi = len(frame) if end is None else int(np.searchsorted(frame.ts, parse_ts(end, "--to"), "right"))
     if hi - lo < 3:
         raise FoxhuntError(f"--from/--to select {max(hi - lo, 0)} bars; {what} needs at least 3")
     return lo, hi
@@ -68,12 +71,11 @@ def _print_metrics(title: str, rows: list[dict[str, Any]]) -> None:
         cells += [pct(r.get("total_return")), pct(r.get("max_drawdown")), r["trades"],
                   pct(r.get("win_rate"))]
         body.append(cells)
-    out.print(_table(title, head, body))
+    out.print(rich_table(title, head, body))
     for line in sharpe_basis_lines(rows):
         out.print(line)
 
 
-@app.command()
 def backtest(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
@@ -106,7 +108,7 @@ def backtest(
         results = [r for fold in per_fold for r in fold]
     else:
         window = _window(frame, start, end)
-        env_config = _settings(ctx).settings.env
+        env_config = settings_of(ctx).settings.env
         if checkpoint is not None:
             from foxhunt.features.config import FeatureConfig
             from foxhunt.report.run import BASELINES
@@ -116,7 +118,7 @@ def backtest(
             payload = read_checkpoint(checkpoint)
             env_config = TrainingSpec.model_validate(payload["spec"]).env
             features = FeatureConfig.model_validate(
-                payload["extra"].get("feature_config", _settings(ctx).settings.features.model_dump()))
+                payload["extra"].get("feature_config", settings_of(ctx).settings.features.model_dump()))
             policies = {"agent": checkpoint_policy(checkpoint, frame, instrument, dev, features=features)}
             policies.update({s: parse_strategy(s) for s in BASELINES})
         else:
@@ -138,8 +140,8 @@ def backtest(
                                 for r in rows]}
         write_report(data, report)
     if as_json:
-        _emit_json({"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
-                    "report": str(report) if report else None, "trades_file": str(trades) if trades else None})
+        emit_json({"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
+                   "report": str(report) if report else None, "trades_file": str(trades) if trades else None})
         return
     _print_metrics(f"backtest {symbol} {bars} ({'with' if costs else 'without'} costs)", rows)
     for path, what in ((trades, "trades"), (report, "report")):
@@ -147,7 +149,6 @@ def backtest(
             out.print(f"{what}: {path}")
 
 
-@app.command("report")
 def report_cmd(
     ctx: typer.Context,
     run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run or `foxhunt tune` study directory.")],
@@ -158,8 +159,6 @@ def report_cmd(
     """One self-contained HTML report of a walk-forward run or a `foxhunt tune` study (works
     offline)."""
     if (run_dir / "study.json").is_file():
-        from foxhunt.cli.tune import report_study
-
         return report_study(run_dir, out_file, as_json)
     from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
@@ -172,7 +171,21 @@ def report_cmd(
     write_report(run_report_data(run_dir, per_fold), out_file)
     rows = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
-        _emit_json({"run_dir": str(run_dir), "report": str(out_file), "results": rows})
+        emit_json({"run_dir": str(run_dir), "report": str(out_file), "results": rows})
     else:
         _print_metrics(f"test windows of {run_dir}", rows)
+        out.print(f"report: {out_file}")
+
+
+def report_study(study_dir: Path, out_file: Path, as_json: bool) -> None:
+    """`foxhunt report STUDY_DIR`: the study page (trials, history, importance, parallel
+    coordinates, DSR and PBO, the final test run)."""
+    from foxhunt.report.study import write_study_report
+    from foxhunt.tune.study import read_study
+
+    doc = read_study(study_dir)
+    write_study_report(doc, out_file)
+    if as_json:
+        emit_json({"study_dir": str(study_dir), "report": str(out_file)})
+    else:
         out.print(f"report: {out_file}")

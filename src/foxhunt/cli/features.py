@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, features_app, fmt_ts, out, parse_ts_option
+from foxhunt.cli.common import JsonOpt, emit_json, fmt_ts, out, parse_ts, rich_table, settings_of
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
+
+features_app = typer.Typer(help="Inspect and export the causal feature matrix.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(features_app, name="features")
+
 
 BarsOpt = Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")]
 
@@ -24,10 +31,10 @@ def build_features(ctx: typer.Context, symbol: str, bars: str, fit_until: str | 
     instrument = instrument_registry(ctx).get(symbol)
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, BarSpec.parse(bars))
-    pipeline = FeaturePipeline(_settings(ctx).settings.features, instrument.session)
+    pipeline = FeaturePipeline(settings_of(ctx).settings.features, instrument.session)
     fit_row = None
     if fit_until is not None:
-        cutoff = parse_ts_option(fit_until, "--fit-until")
+        cutoff = parse_ts(fit_until, "--fit-until")
         fit_row = int(np.searchsorted(frame.ts, cutoff, side="left"))
         if fit_row <= 0 or fit_row >= len(frame):
             raise FoxhuntError(
@@ -55,9 +62,9 @@ def features_show(
            "n_features": len(fm.names), "groups": {g: [fm.names[i] for i in idx] for g, idx in fm.groups.items()},
            "features": described}
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
-    out.print(_table(
+    out.print(rich_table(
         f"{symbol} {bars}: {len(fm.names)} features on {len(frame):,} bars (valid from row {fm.valid_from})",
         ["feature", "group", "mean", "std", "description"],
         [[d["name"], d["group"], f"{d['mean']:+.3f}", f"{d['std']:.3f}", d["description"]] for d in described],
@@ -71,7 +78,7 @@ def features_export(
     out_file: Annotated[Path, typer.Option("--out", help="Output .parquet file.")],
     bars: BarsOpt = "1min",
     fit_until: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(help="Fit normalisation on bars before this ts only (else causal rolling z-scores)."),
     ] = None,
     as_json: JsonOpt = False,
@@ -98,6 +105,6 @@ def features_export(
     doc = {"symbol": symbol, "bars": bars, "out": str(out_file), "rows": len(frame),
            "features": len(fm.names), "valid_from": fm.valid_from}
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
     else:
         out.print(f"wrote {len(frame):,} rows x {len(fm.names)} features to {out_file}")

@@ -20,13 +20,19 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, fmt_ts, out
+from foxhunt.cli.common import JsonOpt, emit_json, err, fmt_ts, out, rich_table, settings_of
 from foxhunt.errors import ConfigError, FoxhuntError
-from foxhunt.orders.contract import money_text
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
                        no_args_is_help=True)
-app.add_typer(risk_app, name="risk")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(paper)
+    app.command()(orders)
+    app.command()(positions)
+    app.add_typer(risk_app, name="risk")
+
 
 AccountOpt = Annotated[str, typer.Option("--account", help="Account (one event log each).")]
 LogOpt = Annotated[str | None, typer.Option(
@@ -36,7 +42,7 @@ _ACCOUNT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def _trading_dir(ctx: typer.Context) -> Path:
-    return _settings(ctx).home / "trading"
+    return settings_of(ctx).home / "trading"
 
 
 def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
@@ -44,7 +50,7 @@ def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
 
     if not _ACCOUNT.match(account):
         raise ConfigError(f"--account {account!r}: use letters, digits, '_', '.' or '-' (at most 64)")
-    return log or default_log_url(account, _settings(ctx).home)
+    return log or default_log_url(account, settings_of(ctx).home)
 
 
 def _contracts(ctx: typer.Context) -> dict[str, Any]:
@@ -58,7 +64,7 @@ def _contracts(ctx: typer.Context) -> dict[str, Any]:
 def _files(ctx: typer.Context, account: str, log: str | None):
     from foxhunt.paper.account_files import AccountFiles
 
-    return AccountFiles.of(_settings(ctx).home, account, log)
+    return AccountFiles.of(settings_of(ctx).home, account, log)
 
 
 def _engine(ctx: typer.Context, account: str, log: str | None):
@@ -183,7 +189,6 @@ def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lo
         raise
 
 
-@app.command()
 def paper(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
@@ -219,7 +224,7 @@ def paper(
     files = _files(ctx, account, log)
     instrument, frame, _ = load_series(ctx, symbol, bars)
     window = _window(frame, start, end, "a paper run")
-    settings = _settings(ctx).settings
+    settings = settings_of(ctx).settings
     if strategy is not None:
         loaded, env, policy = load_rule(strategy, frame), settings.env, f"strategy:{strategy}"
     else:
@@ -288,7 +293,7 @@ def paper(
     if started.notice:
         err.print(started.notice)
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     out.print(f"paper {symbol} {bars} {result.policy}: bars {result.window[0]}..{result.window[1]}"
               f", {len(trades)} trades, {doc['orders']} orders ({doc['denied']} denied)")
@@ -314,7 +319,6 @@ def _order_row(o) -> dict[str, Any]:
             "reason": o.reason, "ts_init": o.ts_init, "ts_last": o.ts_last}
 
 
-@app.command()
 def orders(
     ctx: typer.Context,
     account: AccountOpt = "paper",
@@ -335,18 +339,19 @@ def orders(
             if wanted == "ALL" or (wanted == "WORKING" and o.is_working) or str(o.status) == wanted]
     rows = rows[-last:] if last else rows
     if as_json:
-        _emit_json({"account": account, "log": url, "orders": rows})
+        emit_json({"account": account, "log": url, "orders": rows})
         return
-    out.print(_table(f"orders of {account} ({len(rows)})",
-                     ["id", "symbol", "side", "qty", "filled", "type", "status", "tag", "time"],
-                     [[r["client_order_id"], r["symbol"], r["side"], r["quantity"], r["filled"],
-                       r["type"], r["status"], r["tag"], fmt_ts(r["ts_last"])] for r in rows]))
+    out.print(rich_table(f"orders of {account} ({len(rows)})",
+                         ["id", "symbol", "side", "qty", "filled", "type", "status", "tag", "time"],
+                         [[r["client_order_id"], r["symbol"], r["side"], r["quantity"], r["filled"],
+                           r["type"], r["status"], r["tag"], fmt_ts(r["ts_last"])] for r in rows]))
 
 
-@app.command()
 def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
               as_json: JsonOpt = False) -> None:
     """Positions, marks and PnL of an account, folded from its event log."""
+    from foxhunt.orders.contract import money_text
+
     engine, url = _engine(ctx, account, log)
     acct = engine.account
     rows = []
@@ -362,11 +367,11 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
            "realised": money_text(acct.realised), "commissions": money_text(acct.commissions),
            "positions": rows}
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
-    out.print(_table(f"positions of {account}", ["symbol", "position", "mark", "unrealised"],
-                     [[r["symbol"], f"{r['position']:+d}", r["mark"], r["unrealised"]]
-                      for r in rows]))
+    out.print(rich_table(f"positions of {account}", ["symbol", "position", "mark", "unrealised"],
+                         [[r["symbol"], f"{r['position']:+d}", r["mark"], r["unrealised"]]
+                          for r in rows]))
     out.print(f"balance {acct.balance:,.2f} {acct.currency}, equity {acct.equity():,.2f}, "
               f"realised {acct.realised:+,.2f}, commissions {acct.commissions:,.2f}")
 
@@ -375,6 +380,8 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
 
 
 def _risk_doc(engine, account: str, url: str) -> dict[str, Any]:
+    from foxhunt.orders.contract import money_text
+
     st = engine.risk.state
     acct = engine.account
     equity = acct.equity()
@@ -403,7 +410,7 @@ def risk_status(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt =
     """Trading state, breakers' figures and limits of an account."""
     engine, url = _engine(ctx, account, log)
     doc = _risk_doc(engine, account, url)
-    _emit_json(doc) if as_json else _print_risk(doc)
+    emit_json(doc) if as_json else _print_risk(doc)
 
 
 def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
@@ -430,7 +437,7 @@ def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
     if action == "kill":
         doc["flatten"] = note
     if as_json:
-        _emit_json(doc)
+        emit_json(doc)
         return
     _print_risk(doc)
     if note:

@@ -9,11 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, out
+from foxhunt.cli.common import JsonOpt, emit_json, err, out, rich_table, settings_of
 from foxhunt.cli.data import instrument_registry, load_sample_into_store, open_store
 
 
-def _progress() -> Progress:
+def register(app: typer.Typer) -> None:
+    app.command()(train)
+    app.command()(demo)
+
+
+def progress_bar() -> Progress:
+    """A task's bar on stderr with a status line (training's epochs, tuning's trials)."""
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err, transient=False,
@@ -34,7 +40,7 @@ def run_training(
     from foxhunt.profiles import choose_profile
     from foxhunt.training.trainer import WalkForwardTrainer
 
-    resolved = _settings(ctx)
+    resolved = settings_of(ctx)
     settings = resolved.settings
     spec = settings.training_spec()
     updates: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (spec_overrides or {}).items()}
@@ -59,7 +65,7 @@ def run_training(
                   f"{choice.profile.name} ({choice.reason}) -> {run_dir}")
     # A live bar on a terminal; in a log (stderr redirected) one full line per epoch instead,
     # since a bar there is drawn once, at the end, cut to 80 columns.
-    progress = _progress() if not quiet and err.is_terminal else None
+    progress = progress_bar() if not quiet and err.is_terminal else None
     task = None
 
     def on_epoch(line: dict[str, Any]) -> None:
@@ -114,16 +120,13 @@ def validation_opportunity(frame, instrument, env_config, ppy):
 def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None:
     """What the run was trained on, so `foxhunt report RUN_DIR` can rebuild it."""
     import json
-    import os
 
+    from foxhunt.fileio import write_text_atomic
     from foxhunt.report.run import SOURCE_FILE
 
-    run_dir.mkdir(parents=True, exist_ok=True)
     doc = {"symbol": symbol, "bars": bars, "features": features.model_dump(mode="json"),
            "rows": len(frame), "first_ts": int(frame.ts[0]), "last_ts": int(frame.ts[-1])}
-    tmp = run_dir / f".{SOURCE_FILE}.tmp"
-    tmp.write_text(json.dumps(doc, indent=2))
-    os.replace(tmp, run_dir / SOURCE_FILE)
+    write_text_atomic(json.dumps(doc, indent=2), run_dir / SOURCE_FILE)
 
 
 def phase_line(phases: dict[str, Any]) -> str:
@@ -145,12 +148,11 @@ def print_fold_table(result) -> None:
              f"{r['test_sharpe']:+.2f}", f"{r['test_return']:+.2%}",
              f"{r['test_max_drawdown']:.2%}", r["test_trades"], f"{r['buy_and_hold_sharpe']:+.2f}"]
             for r in result.table()]
-    out.print(_table(f"walk-forward results ({result.run_dir})",
-                     ["fold", "best epoch", "val Sharpe", "val PSR", "deployed", "test Sharpe",
-                      "test return", "test max DD", "test trades", "buy&hold Sharpe"], rows))
+    out.print(rich_table(f"walk-forward results ({result.run_dir})",
+                         ["fold", "best epoch", "val Sharpe", "val PSR", "deployed", "test Sharpe",
+                          "test return", "test max DD", "test trades", "buy&hold Sharpe"], rows))
 
 
-@app.command()
 def train(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
@@ -180,8 +182,8 @@ def train(
                                        device=device, seed=seed, out_dir=out_dir, resume=resume,
                                        quiet=as_json)
     if as_json:
-        _emit_json({"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
-                    "folds": [f.__dict__ for f in result.folds], "phases": result.phases})
+        emit_json({"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
+                   "folds": [f.__dict__ for f in result.folds], "phases": result.phases})
     else:
         print_fold_table(result)
         out.print(phase_line(result.phases), soft_wrap=True, markup=False, highlight=False)
@@ -197,7 +199,6 @@ DEMO_OVERRIDES = {
 }
 
 
-@app.command()
 def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     """The whole path on the bundled real ES data: load, features, walk-forward train, backtest
     every test fold against the baselines, write the HTML report."""
@@ -209,15 +210,15 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     rows = load_sample_into_store(ctx)
     if not as_json:
-        out.print(_table("bundled ES data (E-mini S&P 500 trades, 2013-09-01..03)",
-                         ["series", "first (UTC)", "last (UTC)", "rows"],
-                         [[r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
+        out.print(rich_table("bundled ES data (E-mini S&P 500 trades, 2013-09-01..03)",
+                             ["series", "first (UTC)", "last (UTC)", "rows"],
+                             [[r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
     _, _, fm = build_features(ctx, "ES", "1min")
     groups = {g: len(idx) for g, idx in fm.groups.items()}
     if not as_json:
-        out.print(_table(f"features on ES 1min: {len(fm.names)} columns in {len(groups)} groups",
-                         ["group", "features"], [[g, n] for g, n in groups.items()]))
-    run_dir = _settings(ctx).home / "runs" / "demo"
+        out.print(rich_table(f"features on ES 1min: {len(fm.names)} columns in {len(groups)} groups",
+                             ["group", "features"], [[g, n] for g, n in groups.items()]))
+    run_dir = settings_of(ctx).home / "runs" / "demo"
     result, _, dev = run_training(ctx, "ES", "1min", out_dir=run_dir, spec_overrides=DEMO_OVERRIDES,
                                   quiet=as_json)
     instrument, frame, ppy = load_series(ctx, "ES", "1min")
@@ -230,9 +231,9 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         if row["policy"] == "agent" and tuple(row["window"]) in flat_windows:
             row["policy"] = f"agent (not deployed: {NO_EDGE})"
     if as_json:
-        _emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
-                    "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,
-                    "report": str(report)})
+        emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
+                   "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,
+                   "report": str(report)})
         return
     print_fold_table(result)
     _print_metrics("test windows: agent against baselines (same fill model and costs)", backtests)

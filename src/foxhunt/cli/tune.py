@@ -8,8 +8,13 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.app import JsonOpt, _emit_json, _settings, _table, app, err, out
+from foxhunt.cli.common import JsonOpt, emit_json, err, out, rich_table, settings_of
 from foxhunt.errors import FoxhuntError
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(tune)
+
 
 SamplerOpt = Annotated[str, typer.Option(help="pso (particle swarm), tpe, cmaes or random.")]
 
@@ -25,7 +30,6 @@ def _num(v: Any, fmt: str = "+.3f") -> str:
     return "—" if v is None else format(v, fmt)
 
 
-@app.command()
 def tune(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
@@ -82,7 +86,7 @@ def tune(
     from foxhunt.tune.storage import default_storage_url
     from foxhunt.tune.study import BEST_FILE, TuneConfig, run_final
 
-    resolved = _settings(ctx)
+    resolved = settings_of(ctx)
     settings = resolved.settings
     base = settings.training_spec()
     updates: dict[str, dict[str, Any]] = {}
@@ -131,7 +135,7 @@ def tune(
 
         doc = read_study(root)
     if as_json:
-        _emit_json({"study_dir": str(root), **doc})
+        emit_json({"study_dir": str(root), **doc})
         return
     _print_study(doc)
     out.print(f"best configuration: {root / BEST_FILE}")
@@ -140,14 +144,12 @@ def tune(
 
 
 def _run_with_progress(config, trial_ctx, searched, source, resume: bool, quiet: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from foxhunt.cli.train import progress_bar
     from foxhunt.tune.study import counted_trials, run_study
 
     if quiet:
         return run_study(config, trial_ctx, searched, source, resume)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=err)
+    progress = progress_bar()
     best: list[float] = []
 
     def on_trial(outcome, study) -> None:
@@ -170,9 +172,9 @@ def _print_study(doc: dict[str, Any]) -> None:
     keys = doc["space_keys"]
     body = [[t["number"], t["state"], _num(t["value"])] + [_param(t["params"].get(k)) for k in keys]
             for t in rows[:10]]
-    out.print(_table(f"study {doc['study']}: best {len(body)} of {len(doc['trials'])} trials "
-                     f"(validation {doc['metric']}, mean over folds)",
-                     ["trial", "state", doc["metric"], *keys], body))
+    out.print(rich_table(f"study {doc['study']}: best {len(body)} of {len(doc['trials'])} trials "
+                         f"(validation {doc['metric']}, mean over folds)",
+                         ["trial", "state", doc["metric"], *keys], body))
     dsr, pbo = doc.get("deflated_sharpe") or {}, doc.get("pbo") or {}
     if dsr.get("dsr") is not None:
         out.print(f"deflated Sharpe ratio {dsr['dsr']:.3f}: per-bar Sharpe {dsr['sharpe']:.4f} "
@@ -194,16 +196,3 @@ def _print_study(doc: dict[str, Any]) -> None:
 def _param(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
-
-def report_study(study_dir: Path, out_file: Path, as_json: bool) -> None:
-    """`foxhunt report STUDY_DIR`: the study page (trials, history, importance, parallel
-    coordinates, DSR and PBO, the final test run)."""
-    from foxhunt.report.study import write_study_report
-    from foxhunt.tune.study import read_study
-
-    doc = read_study(study_dir)
-    write_study_report(doc, out_file)
-    if as_json:
-        _emit_json({"study_dir": str(study_dir), "report": str(out_file)})
-    else:
-        out.print(f"report: {out_file}")
