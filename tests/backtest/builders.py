@@ -40,12 +40,12 @@ def random_table(n: int, seed: int, stops: bool = True) -> np.ndarray:
 
 def write_checkpoint(path: Path, bars, inst: Instrument, fit_until: int = 1500, window: int = 4,
                      hidden: int = 32, seed: int = 0, episode_len: int = 64,
-                     observation: bool = True) -> Path:
+                     observation: bool = True, features: FeatureConfig | None = None) -> Path:
     """A randomly initialised agent saved the way the walk-forward trainer saves one; without
     `observation`, as it saved one before checkpoints held their `ObservationSpec`."""
     spec = TrainingSpec(env=EnvConfig(window=window, episode_len=episode_len),
                         agent=AgentConfig(hidden=hidden, atoms=11))
-    pipeline = FeaturePipeline(FeatureConfig(), inst.session)
+    pipeline = FeaturePipeline(features or FeatureConfig(), inst.session)
     matrix = pipeline.transform(bars, fit_until=fit_until)
     obs = ObservationSpec.of(spec.env, pipeline)
     with torch.random.fork_rng(devices=[]):

@@ -69,6 +69,18 @@ def test_the_first_window_bar_waits_for_the_features(setup):
     assert results[0].engine["mode"] == "lockstep"
 
 
+def test_a_run_on_other_features_rebuilds_them_from_its_checkpoint(setup, tmp_path):
+    bars, inst, _ = setup
+    light = FeatureConfig(groups=["returns", "trend"], trend_windows=[16, 64])
+    path = write_checkpoint(tmp_path / "light.pt", bars, inst, features=light)
+    policy = checkpoint_policy(path, bars, inst)
+    assert policy.first_bar() == FeaturePipeline(light).warmup + 3
+    old = write_checkpoint(tmp_path / "old.pt", bars, inst, features=light, observation=False)
+    with pytest.raises(CheckpointError, match="features from bar 512 where it builds 14 "
+                                              "from bar 128"):
+        checkpoint_policy(old, bars, inst, features=light)  # saved without its feature config
+
+
 def test_agents_and_baselines_batched_equal_each_run_alone(setup):
     bars, inst, path = setup
     agent_a = checkpoint_policy(path, bars, inst, label="a")

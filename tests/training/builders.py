@@ -1,6 +1,10 @@
-"""Small synthetic markets and CPU-sized training specs shared by the training tests."""
+"""Small synthetic markets, CPU-sized training specs and an oracle policy shared by the training
+tests."""
 
 from __future__ import annotations
+
+import torch
+from torch import Tensor
 
 from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.data.instruments import InstrumentRegistry
@@ -10,6 +14,7 @@ from foxhunt.features.config import FeatureConfig
 from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.replay.config import ReplayConfig
 from foxhunt.training.config import PerformanceConfig, TrainConfig, TrainingSpec
+from foxhunt.training.evaluate import Policy
 from foxhunt.training.walkforward import WalkForwardConfig
 
 
@@ -55,3 +60,15 @@ def learning_spec() -> TrainingSpec:
                           batch_size=128, n_envs=32, eval_windows=16),
         walkforward=WalkForwardConfig(folds=1, purge=8),
     )
+
+
+def position_policy(direction_by_bar: Tensor, size: int = 2) -> Policy:
+    """Hold sign(direction_by_bar[t]) decided at bar t (e.g. an oracle's), at size index `size`."""
+    side = torch.sign(direction_by_bar).long()
+
+    def act(obs: Tensor, bar: Tensor) -> Tensor:
+        d = side.to(bar.device)[bar]
+        direction = torch.where(d > 0, 1, torch.where(d < 0, 2, 0))
+        return torch.stack((direction, torch.full_like(direction, size), torch.zeros_like(direction)), 1)
+
+    return act

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from foxhunt.data.series import Bars
 from foxhunt.training.checkpoint import read_checkpoint
-from foxhunt.training.evaluate import position_policy, rollout, rollouts
+from foxhunt.training.evaluate import rollout, rollouts
 from foxhunt.training.trainer import WalkForwardTrainer
 
-from .builders import instrument, pipeline, synth, tiny_spec
+from .builders import instrument, pipeline, position_policy, synth, tiny_spec
 
 CPU = torch.device("cpu")
 

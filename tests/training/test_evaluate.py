@@ -17,12 +17,11 @@ from foxhunt.training.evaluate import (
     _result,
     constant_policy,
     greedy_policy,
-    position_policy,
     rollouts,
 )
 from foxhunt.training.trainer import FULL_LONG, WalkForwardTrainer
 
-from .builders import instrument, pipeline, synth, tiny_spec
+from .builders import instrument, pipeline, position_policy, synth, tiny_spec
 
 CPU = torch.device("cpu")
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from foxhunt.env.market import MarketTensors
-from foxhunt.training.evaluate import position_policy, rollout
+from foxhunt.training.evaluate import rollout
 from foxhunt.training.trainer import WalkForwardTrainer, market_head
 
-from .builders import instrument, learning_spec, pipeline, synth
+from .builders import instrument, learning_spec, pipeline, position_policy, synth
 
 pytestmark = pytest.mark.slow
 

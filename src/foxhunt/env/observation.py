@@ -1,10 +1,6 @@
-"""What the agent sees at the close of a bar, and from which bar it can see it.
-
-An observation at decision bar t is the feature rows of bars t-W+1..t (oldest first,
+"""What the agent sees at the close of bar t: the feature rows of bars t-W+1..t (oldest first,
 row-major), then the position state (`POS_STATE`). The env, the trainer, evaluation, the
-backtest and paper trading all ask an `ObservationSpec` where a window begins and how long an
-observation is; a checkpoint stores the one its network was trained on.
-"""
+backtest and paper trading ask an `ObservationSpec` where a window begins and how long it is."""
 
 from __future__ import annotations
 
@@ -30,9 +26,8 @@ POS_STATE = (
 
 @dataclass(frozen=True)
 class ObservationSpec:
-    """The observation's layout and warm-up: built once per run from `[env] window` and the
-    feature matrix, saved in every policy checkpoint (`training.checkpoint.load_policy`).
-    A plain frozen dataclass: compiled env steps read it while tracing."""
+    """The observation's layout and warm-up, built once per run from `[env] window` and the
+    features and saved in its checkpoints; a dataclass, which compiled env steps trace through."""
 
     window: int  # bars of feature rows in one observation
     n_features: int  # feature columns per bar

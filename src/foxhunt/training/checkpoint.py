@@ -1,9 +1,9 @@
 """Checkpoints: weights + the run's config + a fingerprint of the network layout.
 
 Written atomically (temp file, then rename). Loading into a network whose layout differs fails
-with one line naming the first difference, instead of a wall of state-dict key errors.
-`load_policy` reads a fold's policy back for the backtest and paper trading; every way a file
-can be wrong (missing, foreign, truncated, another layout) is one `CheckpointError` line.
+with one line naming the first difference, instead of a wall of state-dict key errors; so does
+every other way a file can be wrong (missing, foreign, truncated, another layout).
+`load_policy` reads a fold's policy back for the backtest and paper trading.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.training.config import TrainingSpec
 
 FORMAT = "foxhunt-checkpoint/1"
-_ZIP = b"PK\x03\x04"  # how every file torch.save writes begins
 
 
 def save_checkpoint(path: Path, network: nn.Module, spec: dict[str, Any], extra: dict[str, Any]) -> Path:
@@ -59,7 +58,12 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a damaged file can make torch raise anything
-        raise CheckpointError(_unreadable(path, exc)) from None
+        with open(path, "rb") as fh:
+            cut = fh.read(4) == b"PK\x03\x04"  # how every file torch.save writes begins
+        raise CheckpointError(f"{path}: " + (
+            f"truncated or damaged checkpoint ({type(exc).__name__}); copy it again from where "
+            "the run wrote it" if cut else "not a readable checkpoint: no file torch.save wrote")
+        ) from None
     version = payload.get("format") if isinstance(payload, dict) else None
     if version != FORMAT:
         if isinstance(version, str) and version.startswith("foxhunt-checkpoint/"):
@@ -70,28 +74,16 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
-def _unreadable(path: Path, exc: Exception) -> str:
-    """Why torch cannot read `path`: a file torch.save wrote, cut or damaged since, or another
-    kind of file."""
-    with open(path, "rb") as fh:
-        if fh.read(len(_ZIP)) == _ZIP:
-            return (f"{path}: truncated or damaged checkpoint, not readable "
-                    f"({type(exc).__name__}); copy it again from where the run wrote it")
-    return f"{path}: not a readable checkpoint: not a file torch.save wrote"
-
-
-def load_checkpoint(path: Path, network: nn.Module) -> dict[str, Any]:
-    """Load weights into `network` after checking its layout; returns the payload."""
-    payload = read_checkpoint(path)
-    _load_weights(path, payload, network)
-    return payload
-
-
-def _load_weights(path: Path, payload: dict[str, Any], network: nn.Module) -> None:
+def load_checkpoint(path: Path, network: nn.Module,
+                    payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Load weights into `network` after checking its layout; returns the payload (`payload`:
+    the file's, read already)."""
+    payload = payload or read_checkpoint(path)
     if payload["fingerprint"] != layout_fingerprint(network):
         diff = describe_layout_diff(payload["layout"], network) or "layout fingerprints differ"
         raise CheckpointError(f"{path}: checkpoint does not fit this network: {diff}")
     network.load_state_dict(payload["state_dict"])
+    return payload
 
 
 @dataclass(frozen=True)
@@ -103,6 +95,7 @@ class PolicyCheckpoint:
     network: BranchingQNetwork  # greedy (eval mode), on the CPU
     observation: ObservationSpec
     feature_config: FeatureConfig  # the run's (the default for checkpoints saved without it)
+    feature_names: tuple[str, ...]
     metadata: dict[str, Any]  # what the trainer saved beside the weights: fold, normaliser, ...
 
     def features(self, session: Session,
@@ -110,25 +103,26 @@ class PolicyCheckpoint:
         """The pipeline that rebuilds the features the policy was trained on (from `config`,
         by default the run's own) and their fitted normaliser."""
         pipeline = FeaturePipeline(config or self.feature_config, session)
-        names = list(self.metadata["feature_names"])
-        if names != pipeline.names:
+        names, first = self.feature_names, self.observation.valid_from
+        if names != tuple(pipeline.names) or first != pipeline.warmup:
             diff = next((f"{a!r} where it builds {b!r}" for a, b in zip(names, pipeline.names)
-                         if a != b), f"{len(names)} features where it builds "
-                                     f"{pipeline.n_features}")
+                         if a != b), f"{len(names)} features from bar {first} where it builds "
+                                     f"{pipeline.n_features} from bar {pipeline.warmup}")
             raise CheckpointError(f"{self.path}: trained on {diff} with this feature config; "
                                   "pass the features config the run was trained with")
         stats = self.metadata.get("normaliser")
         if stats is None:
             raise CheckpointError(f"{self.path}: no fitted normaliser; a backtest or paper run "
                                   "needs the checkpoint of a walk-forward fold")
-        return pipeline, Normaliser(tuple(names), np.asarray(stats["mean"]),
+        return pipeline, Normaliser(names, np.asarray(stats["mean"]),
                                     np.asarray(stats["std"]), pipeline.config.clip, 0, 0)
 
 
 def load_policy(path: Path | str) -> PolicyCheckpoint:
     """A fold's policy, read once: its training spec, greedy network, observation, feature
     config and the trainer's metadata. A checkpoint saved before observations were stored
-    gets the one its settings imply (the run's window over its features)."""
+    gets the one its settings imply (the run's window over its feature names, from the warm-up
+    of its feature config)."""
     path = Path(path)
     payload = read_checkpoint(path)
     extra = payload["extra"]
@@ -136,19 +130,18 @@ def load_policy(path: Path | str) -> PolicyCheckpoint:
     try:
         spec = TrainingSpec.model_validate(payload["spec"])
         features = FeatureConfig.model_validate(extra.get("feature_config", {}))
-        list(extra["feature_names"])
+        names = tuple(extra["feature_names"])
         doc = extra.get("observation")
         observation = (ObservationSpec(**{**doc, "position": tuple(doc["position"])}) if doc
-                       else ObservationSpec.of(spec.env, FeaturePipeline(features)))
-    except pydantic.ValidationError as exc:
-        why = describe_validation_error(exc, f"its {exc.title}")
-        raise CheckpointError(f"{path}: {why} ({found}); retrain, or load it with the foxhunt "
-                              "version that wrote it") from None
-    except (KeyError, TypeError) as exc:
+                       else ObservationSpec(spec.env.window, len(names),
+                                            FeaturePipeline(features).warmup))
+    except (KeyError, TypeError, pydantic.ValidationError) as exc:
+        why = (describe_validation_error(exc, exc.title) if isinstance(exc, pydantic.ValidationError)
+               else f"{type(exc).__name__}: {exc}")
         raise CheckpointError(f"{path}: no usable training spec, feature names or observation "
-                              f"({type(exc).__name__}: {exc}) in this {found}; load the "
-                              "checkpoint of a walk-forward fold") from None
+                              f"({why}) in this {found}; load the checkpoint of a walk-forward "
+                              "fold, or this one with the foxhunt version that wrote it") from None
     network = BranchingQNetwork(observation.size, spec.agent, extra.get("feature_groups"),
                                 observation.window, observation.pos_dim)
-    _load_weights(path, payload, network)
-    return PolicyCheckpoint(path, spec, network.eval(), observation, features, extra)
+    load_checkpoint(path, network, payload)
+    return PolicyCheckpoint(path, spec, network.eval(), observation, features, names, extra)

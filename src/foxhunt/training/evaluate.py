@@ -308,14 +308,3 @@ def constant_policy(action: tuple[int, ...], n_branches: int = 3) -> Policy:
 
     return act
 
-
-def position_policy(direction_by_bar: Tensor, size: int = 2) -> Policy:
-    """Hold sign(direction_by_bar[t]) decided at bar t (e.g. an oracle's), at size index `size`."""
-    side = torch.sign(direction_by_bar).long()
-
-    def act(obs: Tensor, bar: Tensor) -> Tensor:
-        d = side.to(bar.device)[bar]
-        direction = torch.where(d > 0, 1, torch.where(d < 0, 2, 0))
-        return torch.stack((direction, torch.full_like(direction, size), torch.zeros_like(direction)), 1)
-
-    return act
