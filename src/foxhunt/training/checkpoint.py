@@ -126,7 +126,6 @@ def load_policy(path: Path | str) -> PolicyCheckpoint:
     path = Path(path)
     payload = read_checkpoint(path)
     extra = payload["extra"]
-    found = f"{FORMAT} checkpoint of foxhunt {payload.get('foxhunt')}"
     try:
         spec = TrainingSpec.model_validate(payload["spec"])
         features = FeatureConfig.model_validate(extra.get("feature_config", {}))
@@ -139,8 +138,9 @@ def load_policy(path: Path | str) -> PolicyCheckpoint:
         why = (describe_validation_error(exc, exc.title) if isinstance(exc, pydantic.ValidationError)
                else f"{type(exc).__name__}: {exc}")
         raise CheckpointError(f"{path}: no usable training spec, feature names or observation "
-                              f"({why}) in this {found}; load the checkpoint of a walk-forward "
-                              "fold, or this one with the foxhunt version that wrote it") from None
+                              f"({why}) in this {FORMAT} checkpoint of foxhunt {payload['foxhunt']};"
+                              " load the checkpoint of a walk-forward fold, or this one with the "
+                              "foxhunt version that wrote it") from None
     network = BranchingQNetwork(observation.size, spec.agent, extra.get("feature_groups"),
                                 observation.window, observation.pos_dim)
     load_checkpoint(path, network, payload)
