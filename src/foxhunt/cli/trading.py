@@ -41,10 +41,6 @@ _SPEED = re.compile(r"^(\d+(?:\.\d+)?)x$")
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def _trading_dir(ctx: typer.Context) -> Path:
-    return settings_of(ctx).home / "trading"
-
-
 def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
     from foxhunt.execution.store import default_log_url
 
@@ -488,29 +484,22 @@ def _kill(ctx, engine, account: str, log: str | None, ts: int, reason: str) -> s
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).")]
 
 
-@risk_app.command("halt")
-def risk_halt(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
-              reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Stop new risk (HALTED): only orders that reduce a position pass; working orders stay."""
-    _operator(ctx, account, log, as_json, "halt", reason)
+def _operator_command(action: str, doc: str):
+    """One operator command of `foxhunt risk`: an event in the account's log."""
 
-
-@risk_app.command("reduce")
-def risk_reduce(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
+    def command(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
                 reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Only orders that reduce a position pass (REDUCING); working orders stay."""
-    _operator(ctx, account, log, as_json, "reduce", reason)
+        _operator(ctx, account, log, as_json, action, reason)
+
+    command.__doc__ = doc
+    command.__name__ = f"risk_{action}"
+    return command
 
 
-@risk_app.command("resume")
-def risk_resume(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
-                reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Back to ACTIVE (an operator's decision; ends the kill switch)."""
-    _operator(ctx, account, log, as_json, "resume", reason)
-
-
-@risk_app.command("kill")
-def risk_kill(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
-              reason: ReasonOpt = "", as_json: JsonOpt = False) -> None:
-    """Halt, cancel every working order and flatten every position, at the venue."""
-    _operator(ctx, account, log, as_json, "kill", reason)
+for _action, _doc in (
+    ("halt", "Stop new risk (HALTED): only orders that reduce a position pass; working orders stay."),
+    ("reduce", "Only orders that reduce a position pass (REDUCING); working orders stay."),
+    ("resume", "Back to ACTIVE (an operator's decision; ends the kill switch)."),
+    ("kill", "Halt, cancel every working order and flatten every position, at the venue."),
+):
+    risk_app.command(_action)(_operator_command(_action, _doc))
