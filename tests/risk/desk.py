@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from itertools import count
 
+from foxhunt.events import Event
 from foxhunt.orders import (
     Contract,
     OrderBook,
@@ -15,7 +16,7 @@ from foxhunt.orders import (
     Side,
     TimeInForce,
 )
-from foxhunt.orders.events import Event, OrderEvent
+from foxhunt.orders.events import OrderEvent
 from foxhunt.portfolio import Account, AccountOpened, PriceMarked
 from foxhunt.risk import RiskConfig, RiskEngine
 

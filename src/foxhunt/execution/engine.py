@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from foxhunt.errors import UnknownSymbolError
+from foxhunt.events import Event
 from foxhunt.execution import venue as v
 from foxhunt.execution.store import EventLogError, EventStore
 from foxhunt.orders.book import OrderBook
@@ -28,7 +29,6 @@ from foxhunt.orders.contract import Contract, Price
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.errors import DuplicateOrderError, OrderRequestError, TradingError
 from foxhunt.orders.events import (
-    Event,
     OrderAccepted,
     OrderCanceled,
     OrderCancelRejected,

@@ -33,9 +33,9 @@ import sqlalchemy as sa
 from sqlalchemy import event as sa_event
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from foxhunt.events import Event
 from foxhunt.execution.codec import EventCodec, EventCodecError
 from foxhunt.orders.errors import TradingError
-from foxhunt.orders.events import Event
 
 HOME_ENV = "FOXHUNT_HOME"  # as foxhunt.config; read here because config sits above this layer
 

@@ -19,10 +19,10 @@ reconciliation problem, not a state change.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class OrderStatus(str, Enum):
+class OrderStatus(StrEnum):
     INITIALIZED = "INITIALIZED"  # built by the OMS, not yet checked
     DENIED = "DENIED"  # refused by the risk engine; never left the process
     SUBMITTED = "SUBMITTED"  # passed risk, written, sent to the venue
@@ -36,11 +36,8 @@ class OrderStatus(str, Enum):
     CANCELED = "CANCELED"
     EXPIRED = "EXPIRED"  # time in force ran out (DAY at the session close)
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Trigger(str, Enum):
+class Trigger(StrEnum):
     """What an event asks of the state machine."""
 
     DENY = "DENY"
@@ -57,9 +54,6 @@ class Trigger(str, Enum):
     FILL = "FILL"
     CANCEL = "CANCEL"
     EXPIRE = "EXPIRE"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 S, T = OrderStatus, Trigger

@@ -13,9 +13,10 @@ from decimal import Decimal
 from typing import Any
 
 from foxhunt.errors import UnknownSymbolError
+from foxhunt.events import Event
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.errors import TradingError
-from foxhunt.orders.events import Event, OrderFilled
+from foxhunt.orders.events import OrderFilled
 from foxhunt.portfolio.events import AccountOpened, PriceMarked
 from foxhunt.portfolio.position import Position
 

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from foxhunt.errors import ConfigError
+from foxhunt.events import Event
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.enums import Side
-from foxhunt.orders.events import Event, OrderInitialized
+from foxhunt.orders.events import OrderInitialized
 from foxhunt.orders.order import Order
 from foxhunt.orders.state import OrderStatus
 from foxhunt.portfolio.account import Account

@@ -11,8 +11,9 @@ from collections import deque
 from decimal import Decimal
 from typing import Any
 
+from foxhunt.events import Event
 from foxhunt.orders.errors import TradingError
-from foxhunt.orders.events import Event, OrderFilled, OrderPendingUpdate, OrderSubmitted
+from foxhunt.orders.events import OrderFilled, OrderPendingUpdate, OrderSubmitted
 from foxhunt.portfolio.account import Account
 from foxhunt.portfolio.events import AccountOpened, PriceMarked
 from foxhunt.risk.events import (
