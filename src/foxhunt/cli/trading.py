@@ -69,7 +69,8 @@ def _engine(ctx: typer.Context, account: str, log: str | None):
     from foxhunt.execution import SqlEventStore, TradingEngine
 
     url = _log_url(ctx, account, log)
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+    sqlite_file = _sqlite_file(url)
+    if sqlite_file is not None and not sqlite_file.exists():
         raise FoxhuntError(f"account {account!r} has no event log ({url}); start one with "
                            "`foxhunt paper ... --account NAME`")
     risk = _risk_of(_files(ctx, account, log))
@@ -85,10 +86,15 @@ def _engine(ctx: typer.Context, account: str, log: str | None):
     return engine, _shown(url)
 
 
-def _shown(url: str) -> str:
-    from foxhunt.paper.account_files import hide_password
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite log URL, or None for another database."""
+    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
 
-    return hide_password(url)
+
+def _shown(url: str) -> str:
+    from foxhunt.execution.store import without_password
+
+    return without_password(url)
 
 
 def _risk_of(files):
@@ -143,7 +149,7 @@ def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lo
     account that never started is refused (a mistyped name must not start a new run)."""
     from foxhunt.execution import SqlEventStore
 
-    sqlite_file = Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    sqlite_file = _sqlite_file(url)
     new_log = sqlite_file is not None and not sqlite_file.exists()
     store = None
     try:

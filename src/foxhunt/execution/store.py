@@ -114,7 +114,7 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _without_password(url: str) -> str:
+def without_password(url: str) -> str:
     """The URL as given, its password left out (in the authority and in the query)."""
     url = re.sub(r"^([\w+.-]+://[^:/@?#]*):[^@/?#]*@", r"\1@", url)
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
@@ -221,7 +221,7 @@ class SqlEventStore:
 
     def __init__(self, url: str, codec: EventCodec | None = None):
         self.url = url
-        self.name = _without_password(url)
+        self.name = without_password(url)
         self.codec = codec or EventCodec()
         self._local = threading.local()
         self._path: Path | None = None

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from foxhunt.errors import FoxhuntError
+from foxhunt.execution.store import without_password
 from foxhunt.fileio import write_text_atomic
 
 DEFAULT_LOG = "default"
@@ -34,18 +35,6 @@ class AccountFileError(FoxhuntError):
     """An account's arguments file is damaged."""
 
 
-def hide_password(url: str) -> str:
-    """A log URL as it may be printed or stored: its password replaced by ***."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return url
-    return url if parsed.password is None else parsed.render_as_string(hide_password=True)
-
-
 @dataclass(frozen=True)
 class AccountFiles:
     home: Path
@@ -54,7 +43,7 @@ class AccountFiles:
 
     @classmethod
     def of(cls, home: Path, account: str, log_url: str | None) -> AccountFiles:
-        return cls(home, account, DEFAULT_LOG if log_url is None else hide_password(log_url))
+        return cls(home, account, DEFAULT_LOG if log_url is None else without_password(log_url))
 
     @property
     def folder(self) -> Path:
