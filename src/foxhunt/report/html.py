@@ -10,6 +10,7 @@ Content-Security-Policy forbids every network fetch. The renderer records its pr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from functools import cache
 from html import escape
 from pathlib import Path
@@ -54,6 +55,54 @@ def write_report(
     return write_text_atomic(render_report(data, max_points), path)
 
 
+def top(brand: str, title: str, meta: Iterable[tuple[str, Any]]) -> str:
+    """The page's header bar: `brand`, the title and the `meta` (label, value) items."""
+    items = "".join(
+        f'<span class="meta-item"><span class="k">{k}</span> <b>{escape(str(v))}</b></span>'
+        for k, v in meta
+    )
+    return (
+        f'<header class="top"><div class="wrap"><div class="brand">{brand}</div>'
+        f'<h1>{escape(title)}</h1><div class="meta">{items}</div></div></header>'
+    )
+
+
+def page(title: str, header: str, body: str, plots: Charts) -> str:
+    """The whole self-contained document around `header` and `body` (the run report and the
+    study page share it): assets inlined, the charts' specs in the JSON data block."""
+    payload = json.dumps(
+        {"charts": plots.charts, "time": plots.time}, separators=(",", ":"), allow_nan=False
+    ).replace("<", "\\u003c")
+    return f"""<!DOCTYPE html>
+<html lang="en" data-charts-expected="{len(plots.charts)}" data-charts-rendered="0" data-errors="">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="generator" content="foxhunt">
+<title>{escape(title)}</title>
+<script>{asset("errors.js")}</script>
+<style>/* uPlot {UPLOT_VERSION} | MIT License | Copyright (c) 2022 Leon Sorokin */
+{asset("uPlot.min.css")}</style>
+<style>{asset("report.css")}</style>
+</head>
+<body>
+{header}
+<main class="wrap">
+{body}
+</main>
+<footer class="wrap">{FOOTER}</footer>
+<script type="application/json" id="foxhunt-report-data">{payload}</script>
+<script>/*! uPlot {UPLOT_VERSION}, inlined unchanged.
+{asset("uPlot.LICENSE").strip()}
+*/
+{asset("uPlot.iife.min.js")}</script>
+<script>{asset("report.js")}</script>
+</body>
+</html>
+"""
+
+
 class _Page:
     """Builds the page: the tables and the charts' placeholders, the chart specs in a JSON
     block beside them."""
@@ -64,14 +113,8 @@ class _Page:
 
     def header(self) -> str:
         d = self.d
-        meta = "".join(
-            f'<span class="meta-item"><span class="k">{k}</span> <b>{escape(v)}</b></span>'
-            for k, v in (("Symbol", d.symbol), ("Bars", d.bars), ("Generated", d.generated))
-        )
-        return (
-            f'<header class="top"><div class="wrap"><div class="brand">foxhunt report</div>'
-            f'<h1>{escape(d.title)}</h1><div class="meta">{meta}</div></div></header>'
-        )
+        return top("foxhunt report", d.title,
+                   (("Symbol", d.symbol), ("Bars", d.bars), ("Generated", d.generated)))
 
     def toc(self, entries: list[tuple[str, str]]) -> str:
         if len(entries) < 2:
@@ -112,37 +155,4 @@ class _Page:
                 '<section><p class="lead">This report has no folds, series, training log or '
                 "metrics to show.</p></section>"
             )
-        payload = json.dumps(
-            {"charts": self.plots.charts, "time": self.plots.time},
-            separators=(",", ":"),
-            allow_nan=False,
-        ).replace("<", "\\u003c")
-        return f"""<!DOCTYPE html>
-<html lang="en" data-charts-expected="{len(self.plots.charts)}" data-charts-rendered="0" data-errors="">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="generator" content="foxhunt">
-<title>{escape(d.title)}</title>
-<script>{asset("errors.js")}</script>
-<style>/* uPlot {UPLOT_VERSION} | MIT License | Copyright (c) 2022 Leon Sorokin */
-{asset("uPlot.min.css")}</style>
-<style>{asset("report.css")}</style>
-</head>
-<body>
-{self.header()}
-{self.toc(toc)}
-<main class="wrap">
-{"".join(body)}
-</main>
-<footer class="wrap">{FOOTER}</footer>
-<script type="application/json" id="foxhunt-report-data">{payload}</script>
-<script>/*! uPlot {UPLOT_VERSION}, inlined unchanged.
-{asset("uPlot.LICENSE").strip()}
-*/
-{asset("uPlot.iife.min.js")}</script>
-<script>{asset("report.js")}</script>
-</body>
-</html>
-"""
+        return page(d.title, f"{self.header()}\n{self.toc(toc)}", "".join(body), self.plots)

@@ -10,17 +10,16 @@ same headless-Chromium checks apply.
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
 
+from foxhunt.fileio import write_text_atomic
 from foxhunt.report.charts import PALETTE, Charts
 from foxhunt.report.decimate import MAX_CHART_POINTS
-from foxhunt.fileio import write_text_atomic
-from foxhunt.report.html import CSP, FOOTER, UPLOT_VERSION, asset
+from foxhunt.report.html import page, top
 
 STATE_COLOURS = {"complete": "#2563eb", "pruned": "#f59e0b", "fail": "#dc2626"}
 SVG_WIDTH, SVG_HEIGHT = 1200, 340
@@ -224,41 +223,10 @@ class _StudyPage:
         body = [self.cards(), self.selection(), self.history(), self.importance(),
                 self.parallel(), self.table(), self.final()]
         title = f"foxhunt study {d.get('study', '')}"
-        meta = "".join(
-            f'<span class="meta-item"><span class="k">{k}</span> <b>{escape(str(v))}</b></span>'
-            for k, v in (("Symbol", d.get("symbol", "")), ("Bars", d.get("bars", "")),
-                         ("Sampler", d.get("sampler", "")), ("Metric", d.get("metric", "")),
-                         ("Generated", datetime.now(UTC).isoformat(timespec="seconds"))))
-        payload = json.dumps({"charts": self.plots.charts, "time": {}}, separators=(",", ":"),
-                             allow_nan=False).replace("<", "\\u003c")
-        return f"""<!DOCTYPE html>
-<html lang="en" data-charts-expected="{len(self.plots.charts)}" data-charts-rendered="0" data-errors="">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="generator" content="foxhunt">
-<title>{escape(title)}</title>
-<script>{asset("errors.js")}</script>
-<style>/* uPlot {UPLOT_VERSION} | MIT License | Copyright (c) 2022 Leon Sorokin */
-{asset("uPlot.min.css")}</style>
-<style>{asset("report.css")}</style>
-</head>
-<body>
-<header class="top"><div class="wrap"><div class="brand">foxhunt study</div><h1>{escape(title)}</h1><div class="meta">{meta}</div></div></header>
-<main class="wrap">
-{"".join(body)}
-</main>
-<footer class="wrap">{FOOTER}</footer>
-<script type="application/json" id="foxhunt-report-data">{payload}</script>
-<script>/*! uPlot {UPLOT_VERSION}, inlined unchanged.
-{asset("uPlot.LICENSE").strip()}
-*/
-{asset("uPlot.iife.min.js")}</script>
-<script>{asset("report.js")}</script>
-</body>
-</html>
-"""
+        meta = (("Symbol", d.get("symbol", "")), ("Bars", d.get("bars", "")),
+                ("Sampler", d.get("sampler", "")), ("Metric", d.get("metric", "")),
+                ("Generated", datetime.now(UTC).isoformat(timespec="seconds")))
+        return page(title, top("foxhunt study", title, meta), "".join(body), self.plots)
 
 
 class _Scale:
