@@ -18,11 +18,20 @@ from foxhunt.orders.state import Trigger
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OrderEvent(Event):
     TRIGGER: ClassVar[Trigger]
-    ID_FORMAT: ClassVar[str] = "{client_order_id}:{KIND}"
     client_order_id: str
 
 
-@event("order_initialized", "{client_order_id}:{KIND}")
+def order_event(kind: str, trigger: Trigger | None = None, id_suffix: str = ""):
+    """`event` for an order's events: the id is `<client order id>:<kind>` then `id_suffix`;
+    `trigger` is the move it makes in the order's state machine (none for the first, nor a fill)."""
+    def wrap(cls):
+        if trigger is not None:
+            cls.TRIGGER = trigger
+        return event(kind, "{client_order_id}:{KIND}" + id_suffix)(cls)
+    return wrap
+
+
+@order_event("order_initialized")
 class OrderInitialized(OrderEvent):
     """The order as the OMS built it from a request; it starts every order's history.
 
@@ -43,78 +52,70 @@ class OrderInitialized(OrderEvent):
     trim_reason: str = ""
 
 
-@event("order_denied", "{client_order_id}:{KIND}")
+@order_event("order_denied", Trigger.DENY)
 class OrderDenied(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.DENY
     check: str  # the risk limit's config key
     reason: str
 
 
-@event("order_submitted", "{client_order_id}:{KIND}")
+@order_event("order_submitted", Trigger.SUBMIT)
 class OrderSubmitted(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.SUBMIT
+    """Sent to the venue."""
 
 
-@event("order_accepted", "{client_order_id}:{KIND}")
+@order_event("order_accepted", Trigger.ACCEPT)
 class OrderAccepted(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.ACCEPT
     venue_order_id: str
 
 
-@event("order_rejected", "{client_order_id}:{KIND}")
+@order_event("order_rejected", Trigger.REJECT)
 class OrderRejected(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.REJECT
     reason: str
 
 
-@event("order_triggered", "{client_order_id}:{KIND}")
+@order_event("order_triggered", Trigger.TRIGGER)
 class OrderTriggered(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.TRIGGER
+    """A stop order whose trigger price traded."""
 
 
-@event("order_pending_update", "{client_order_id}:{KIND}:{request}")
+@order_event("order_pending_update", Trigger.PENDING_UPDATE, ":{request}")
 class OrderPendingUpdate(OrderEvent):
     """An update request sent to the venue; None keeps a field as it is."""
 
-    TRIGGER: ClassVar[Trigger] = Trigger.PENDING_UPDATE
     request: int  # the order's n-th request (cancel or update), from 1
     quantity: int | None = None
     limit_ticks: int | None = None
     stop_ticks: int | None = None
 
 
-@event("order_pending_cancel", "{client_order_id}:{KIND}:{request}")
+@order_event("order_pending_cancel", Trigger.PENDING_CANCEL, ":{request}")
 class OrderPendingCancel(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.PENDING_CANCEL
     request: int
 
 
-@event("order_updated", "{client_order_id}:{KIND}:{update_id}")
+@order_event("order_updated", Trigger.UPDATE, ":{update_id}")
 class OrderUpdated(OrderEvent):
     """The venue changed the order (on request or unasked); `update_id` is the venue's report id."""
 
-    TRIGGER: ClassVar[Trigger] = Trigger.UPDATE
     update_id: str
     quantity: int
     limit_ticks: int | None = None
     stop_ticks: int | None = None
 
 
-@event("order_modify_rejected", "{client_order_id}:{KIND}:{request}")
+@order_event("order_modify_rejected", Trigger.MODIFY_REJECT, ":{request}")
 class OrderModifyRejected(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.MODIFY_REJECT
     request: int
     reason: str
 
 
-@event("order_cancel_rejected", "{client_order_id}:{KIND}:{request}")
+@order_event("order_cancel_rejected", Trigger.CANCEL_REJECT, ":{request}")
 class OrderCancelRejected(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.CANCEL_REJECT
     request: int
     reason: str
 
 
-@event("order_filled", "{client_order_id}:{KIND}:{fill_id}")
+@order_event("order_filled", id_suffix=":{fill_id}")
 class OrderFilled(OrderEvent):
     """One execution. Carries symbol and side so that a position is folded from fills alone."""
 
@@ -129,13 +130,12 @@ class OrderFilled(OrderEvent):
         return self.quantity * self.side.sign
 
 
-@event("order_canceled", "{client_order_id}:{KIND}")
+@order_event("order_canceled", Trigger.CANCEL)
 class OrderCanceled(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.CANCEL
     reason: str = ""
 
 
-@event("order_expired", "{client_order_id}:{KIND}")
+@order_event("order_expired", Trigger.EXPIRE)
 class OrderExpired(OrderEvent):
-    TRIGGER: ClassVar[Trigger] = Trigger.EXPIRE
+    """The venue ended it: its time in force ran out."""
 
