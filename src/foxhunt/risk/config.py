@@ -34,6 +34,11 @@ Count = Annotated[int, Field(strict=True)]
 Percent = Annotated[Decimal, BeforeValidator(_number_not_text), Field(gt=0, allow_inf_nan=False)]
 
 
+def _off_at_zero(default: int, description: str) -> Any:
+    """A money limit or breaker, `default` unless set; 0 turns it off."""
+    return Field(default=Decimal(default), ge=0, description=f"{description}; 0 = off")
+
+
 class InstrumentLimits(StrictConfig):
     """Overrides for one instrument; an unset key takes the account-wide value."""
 
@@ -49,11 +54,9 @@ class RiskConfig(StrictConfig):
         description="contracts per instrument, long or short, if every working order on the "
         "order's side filled",
     )  # fmt: skip
-    max_gross_notional: Money = Field(
-        default=Decimal(2_000_000), ge=0,
-        description="sum over instruments of |contracts| x last price x point value, with "
-        "working orders; 0 = off",
-    )  # fmt: skip
+    max_gross_notional: Money = _off_at_zero(
+        2_000_000, "sum over instruments of |contracts| x last price x point value, with working orders"
+    )
     max_order_rate: Count = Field(
         default=10, ge=1, description="orders and modifications sent per order_rate_window_s"
     )
@@ -66,28 +69,22 @@ class RiskConfig(StrictConfig):
         default=Decimal(5),
         description="a limit or stop price may be at most this percent from the last price",
     )  # fmt: skip
-    daily_loss_limit: Money = Field(
-        default=Decimal(5_000), ge=0,
-        description="HALTED once equity falls this far below the day's starting equity; 0 = off",
-    )  # fmt: skip
-    max_drawdown: Money = Field(
-        default=Decimal(15_000), ge=0,
-        description="HALTED once equity falls this far below its peak; 0 = off",
-    )  # fmt: skip
+    daily_loss_limit: Money = _off_at_zero(
+        5_000, "HALTED once equity falls this far below the day's starting equity"
+    )
+    max_drawdown: Money = _off_at_zero(15_000, "HALTED once equity falls this far below its peak")
     on_breach: Literal["flatten", "reduce"] = Field(
         default="flatten",
         description="a tripped breaker halts and flattens every position (the kill switch), or "
         "puts the account in REDUCING (orders that add risk are canceled and denied; exits pass)",
     )  # fmt: skip
     var_confidence: float = Field(default=0.99, gt=0.5, lt=1.0, strict=True)
-    max_var_historical: Money = Field(
-        default=Decimal(0), ge=0,
-        description="historical VaR at var_confidence after the order fills; 0 = off",
-    )  # fmt: skip
-    max_var_parametric: Money = Field(
-        default=Decimal(0), ge=0,
-        description="Gaussian VaR at var_confidence after the order fills; 0 = off",
-    )  # fmt: skip
+    max_var_historical: Money = _off_at_zero(
+        0, "historical VaR at var_confidence after the order fills"
+    )
+    max_var_parametric: Money = _off_at_zero(
+        0, "Gaussian VaR at var_confidence after the order fills"
+    )
     var_min_returns: Count = Field(
         default=100, ge=10, description="fewer returns in the window than this: VaR denies"
     )
