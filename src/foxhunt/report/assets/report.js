@@ -91,26 +91,26 @@
           ctx.beginPath();
           ctx.rect(b.left, b.top, b.width, b.height);
           ctx.clip();
-          ctx.lineWidth = 1.6 * px;
-          ctx.strokeStyle = "#334155";
-          for (k = 0; k < m.xi.length; k++) {
-            x = u.valToPos(m.xi[k], "x", true);
-            y = u.valToPos(m.xp[k], "y", true);
-            if (x < b.left - s || x > b.left + b.width + s) continue;
+          function each(xi, xp, width, stroke, mark) {  // mark(x, y, k) at each marker in view
+            ctx.lineWidth = width * px;
+            ctx.strokeStyle = stroke;
+            for (k = 0; k < xi.length; k++) {
+              x = u.valToPos(xi[k], "x", true);
+              y = u.valToPos(xp[k], "y", true);
+              if (x < b.left - s || x > b.left + b.width + s) continue;
+              mark(x, y, k);
+            }
+          }
+          each(m.xi, m.xp, 1.6, "#334155", function (x, y) {
             ctx.beginPath();
             ctx.moveTo(x - s * 0.75, y - s * 0.75); ctx.lineTo(x + s * 0.75, y + s * 0.75);
             ctx.moveTo(x + s * 0.75, y - s * 0.75); ctx.lineTo(x - s * 0.75, y + s * 0.75);
             ctx.stroke();
-          }
-          ctx.lineWidth = 1 * px;
-          ctx.strokeStyle = "#ffffff";
-          for (k = 0; k < m.ei.length; k++) {
-            x = u.valToPos(m.ei[k], "x", true);
-            y = u.valToPos(m.ep[k], "y", true);
-            if (x < b.left - s || x > b.left + b.width + s) continue;
+          });
+          each(m.ei, m.ep, 1, "#ffffff", function (x, y, k) {
             ctx.fillStyle = m.es[k] === 1 ? "#16a34a" : "#dc2626";
             tri(ctx, x, y, s, m.es[k] === 1);
-          }
+          });
           ctx.restore();
         }]
       }
