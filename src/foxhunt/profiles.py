@@ -1,5 +1,6 @@
-"""GPU profiles: the sizes and the training budget the trainer uses, picked by CUDA device name or
-FOXHUNT_GPU_PROFILE."""
+"""GPU profiles, picked by CUDA device name or FOXHUNT_GPU_PROFILE: each fills the keys of `SIZED`
+that the config and the command line leave unset (`TrainingSpec.sized_for`) with its sizes and
+training budget, for the reasons given there; the values per profile: docs/training.md."""
 
 from __future__ import annotations
 
@@ -16,6 +17,16 @@ from foxhunt.errors import ConfigError
 
 PROFILE_ENV = "FOXHUNT_GPU_PROFILE"
 
+SIZED = {
+    "hidden": ("agent.hidden", "the network's width: what the device trains in minutes"),
+    "atoms": ("agent.atoms", "C51 atoms: a finer return distribution where the device affords it"),
+    "replay_capacity": ("replay.capacity", "the replay's size: what the device's memory holds"),
+    "batch_size": ("train.batch_size", "samples an update: what fills the device"),
+    "n_envs": ("train.n_envs", "envs collecting in lock-step: what fills the device"),
+    "episode_len": ("env.episode_len", "bars an episode: longer where many envs collect at once"),
+    "updates_per_fold": ("train.updates_per_fold", "the fold's updates: minutes of the device"),
+}
+
 
 class GpuProfile(StrictConfig):
     name: str
@@ -26,16 +37,20 @@ class GpuProfile(StrictConfig):
     hidden: int = Field(gt=0)
     n_envs: int = Field(gt=0)
     episode_len: int = Field(gt=1)
-    updates_per_fold: int = Field(
-        gt=0, description="gradient updates per walk-forward fold ([train] updates_per_fold): "
-        "sized to what the device does in a few minutes",
-    )
+    updates_per_fold: int = Field(gt=0)
 
 
 @dataclass(frozen=True)
 class ProfileChoice:
     profile: GpuProfile
     reason: str
+
+    def describe(self, fills: dict[str, object]) -> str:
+        """A line per key the profile filled (`TrainingSpec.profile_fills`): value and why."""
+        why = dict(SIZED.values())
+        return "\n".join([f"profile {self.profile.name}: [{key.replace('.', '] ', 1)} = {value} "
+                          f"(unset; {why[key]})" for key, value in fills.items()] or [
+            f"profile {self.profile.name}: fills nothing (the config sets every key it sizes)"])
 
 
 def shipped_profiles() -> dict[str, GpuProfile]:
@@ -60,7 +75,7 @@ def cuda_device_name() -> str | None:
 
         if torch.cuda.is_available():
             return torch.cuda.get_device_name(0)
-    except Exception:  # a broken CUDA install must not stop CPU work
+    except Exception:  # noqa: BLE001 - a broken CUDA install must not stop CPU work
         return None
     return None
 

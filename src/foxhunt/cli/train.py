@@ -53,6 +53,7 @@ def run_training(
     if updates:
         spec = spec.with_overrides(updates, "command-line options")
     choice = choose_profile(profile)
+    fills = spec.profile_fills(choice.profile)
     spec = spec.sized_for(choice.profile)
     dev = resolve_device(spec.train.device)
     instrument = instrument_registry(ctx).get(symbol)
@@ -62,7 +63,8 @@ def run_training(
     run_dir = out_dir or (resolved.home / "runs" / f"{symbol}-{bars.replace(':', '')}-{time.strftime('%Y%m%d-%H%M%S')}")
     if not quiet:
         err.print(f"training {symbol} {bars} ({len(frame):,} bars) on {dev} with GPU profile "
-                  f"{choice.profile.name} ({choice.reason}) -> {run_dir}")
+                  f"{choice.profile.name} ({choice.reason}) -> {run_dir}\n{choice.describe(fills)}",
+                  soft_wrap=True, markup=False, highlight=False)
     # A live bar on a terminal; in a log (stderr redirected) one full line per epoch instead,
     # since a bar there is drawn once, at the end, cut to 80 columns.
     progress = progress_bar() if not quiet and err.is_terminal else None
@@ -93,7 +95,8 @@ def run_training(
     if not quiet:
         for notice in trainer.notices:
             err.print(f"note: {notice}", soft_wrap=True, markup=False, highlight=False)
-    write_source(run_dir, symbol, bars, settings.features, frame)
+    write_source(run_dir, symbol, bars, settings.features, frame,
+                 {"name": choice.profile.name, "reason": choice.reason, "filled": fills})
     if progress is not None:
         with progress:
             task = progress.add_task("walk-forward", total=trainer.total_epochs, status="starting")
@@ -117,15 +120,16 @@ def validation_opportunity(frame, instrument, env_config, ppy):
     return best_rule
 
 
-def write_source(run_dir: Path, symbol: str, bars: str, features, frame) -> None:
-    """What the run was trained on, so `foxhunt report RUN_DIR` can rebuild it."""
+def write_source(run_dir: Path, symbol: str, bars: str, features, frame, profile=None) -> None:
+    """What the run was trained on, so `foxhunt report RUN_DIR` can rebuild it; what a profile filled."""
     import json
 
     from foxhunt.fileio import write_text_atomic
     from foxhunt.report.run import SOURCE_FILE
 
     doc = {"symbol": symbol, "bars": bars, "features": features.model_dump(mode="json"),
-           "rows": len(frame), "first_ts": int(frame.ts[0]), "last_ts": int(frame.ts[-1])}
+           "rows": len(frame), "first_ts": int(frame.ts[0]), "last_ts": int(frame.ts[-1]),
+           **({"profile": profile} if profile else {})}
     write_text_atomic(json.dumps(doc, indent=2), run_dir / SOURCE_FILE)
 
 

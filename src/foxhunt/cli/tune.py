@@ -121,6 +121,9 @@ def tune(
         err.print(f"tuning {symbol} {bars} ({len(frame):,} bars): {trials} trials, {sampler}, "
                   f"{parallel} at once ({backend}) on {dev}, GPU profile {choice.profile.name}, "
                   f"searching {', '.join(searched.keys())} -> {root}", soft_wrap=True)
+        fills = {k: v for k, v in base.profile_fills(choice.profile).items()
+                 if k not in set(searched.keys())}
+        err.print(choice.describe(fills), soft_wrap=True, markup=False, highlight=False)
     doc = _run_with_progress(config, trial_ctx, searched, source, resume, quiet=as_json)
     final_run = None
     if final and doc["best"] is not None:

@@ -1,8 +1,7 @@
 """Training settings (`[train]`) and the bundle of sections one training run needs.
 
-Sizes that depend on the hardware (batch, atoms, replay capacity, hidden width, parallel envs,
-episode length, the fold's update budget) come from the GPU profile unless the user's config
-sets them explicitly; `TrainingSpec.sized_for` applies that rule in one place.
+The keys a GPU profile sizes (`profiles.SIZED`) take its value only where the config and the
+command line leave them unset; `TrainingSpec.sized_for` applies that rule in one place.
 
 A fold's training budget is `[train] updates_per_fold` gradient updates and the env transitions
 that `replay_ratio` asks for, split evenly over `epochs` rounds of (collect, update, validate);
@@ -22,7 +21,7 @@ from foxhunt.agents.dqn.config import AgentConfig
 from foxhunt.configbase import StrictConfig, validate_config
 from foxhunt.env.config import EnvConfig
 from foxhunt.errors import ConfigError
-from foxhunt.profiles import GpuProfile
+from foxhunt.profiles import SIZED, GpuProfile
 from foxhunt.replay.config import ReplayConfig
 from foxhunt.training.walkforward import WalkForwardConfig
 
@@ -46,10 +45,10 @@ REPLACED = {
 
 
 class PerformanceConfig(StrictConfig):
-    """How the learner's steps run on CUDA (`training.hotpath`). The CPU always runs them eagerly
-    in float32, reproducibly from the seed, and ignores this section. The defaults are the
-    CUDA preset (docs/training.md, "Performance settings"); each one is measured there against
-    its alternative."""
+    """How the learner's steps run on CUDA (`training.hotpath`): `autocast` sets the precision
+    the network trains in, `compile` may change float rounding, the rest only how fast the same
+    math runs. The CPU runs them eagerly in float32, reproducibly from the seed, and ignores this
+    section (docs/training.md, "Performance settings")."""
 
     compile: bool = Field(
         default=True,
@@ -122,8 +121,8 @@ class TrainConfig(StrictConfig):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     performance: PerformanceConfig = Field(
         default_factory=lambda: PerformanceConfig(),
-        description="how fast the steps run on CUDA ([train.performance]); none of it changes "
-        "what is learned",
+        description="how the steps run on CUDA ([train.performance]): autocast sets the "
+        "precision trained in, compile may change rounding, the rest nothing learned",
     )
     capital: float = Field(default=100_000.0, gt=0, description="account size for returns")
     eval_windows: int = Field(
@@ -217,23 +216,17 @@ class TrainingSpec(StrictConfig):
             raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
         return self.model_copy(update=sections)
 
+    def profile_fills(self, profile: GpuProfile) -> dict[str, object]:
+        """`profile`'s value of each key it sizes (`profiles.SIZED`) that this spec leaves unset."""
+        return {key: getattr(profile, field) for field, (key, _) in SIZED.items()
+                if key.split(".")[1] not in getattr(self, key.split(".")[0]).model_fields_set}
+
     def sized_for(self, profile: GpuProfile) -> TrainingSpec:
-        """Fill every profile-sized field the user did not set explicitly from `profile`."""
-
-        def fill(section: StrictConfig, mapping: dict[str, object]) -> StrictConfig:
-            update = {k: v for k, v in mapping.items() if k not in section.model_fields_set}
-            return section.model_copy(update=update)
-
-        train = fill(self.train, {"batch_size": profile.batch_size, "n_envs": profile.n_envs,
-                                  "updates_per_fold": profile.updates_per_fold})
-        return self.model_copy(
-            update={
-                "env": fill(self.env, {"episode_len": profile.episode_len}),
-                "agent": fill(self.agent, {"hidden": profile.hidden, "atoms": profile.atoms}),
-                "replay": fill(self.replay, {"capacity": profile.replay_capacity}),
-                "train": train,
-            }
-        )
+        """This spec with `profile_fills(profile)` applied: a key the user set keeps its value."""
+        updates: dict[str, dict[str, object]] = {}
+        for key, value in self.profile_fills(profile).items():
+            updates.setdefault(key.split(".")[0], {})[key.split(".")[1]] = value
+        return self.with_overrides(updates, f"GPU profile {profile.name}")
 
 
 def _merged(base: dict[str, object], update: dict[str, object]) -> dict[str, object]:

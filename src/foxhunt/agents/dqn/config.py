@@ -26,9 +26,9 @@ LAYOUT_FIELDS = (
 
 
 class AgentConfig(StrictConfig):
-    hidden: int = Field(default=256, gt=0, description="trunk and head stream width")
+    hidden: int = Field(default=256, gt=0, description="trunk and head width; unset: the profile's")
     trunk_layers: int = Field(default=2, ge=1)
-    atoms: Literal[11, 21, 51] = 51
+    atoms: Literal[11, 21, 51] = Field(default=51, description="C51 support atoms; as hidden")
     v_min: float = Field(
         default=-10.0, description="support low end; rewards are volatility-scaled"
     )
