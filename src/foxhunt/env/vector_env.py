@@ -180,10 +180,8 @@ class TradingVecEnv:
         pos1 = order.book.position
         side = torch.sign(pos1)
 
-        rearm = (side != torch.sign(pos0)) | (mode != self._stop_mode)
-        armed_level = fills.stop_level(prev_close, side, multiple, atr, cost)
-        level = torch.where(rearm, armed_level, self._stop_level)
-        armed = (side != 0) & (multiple > 0)
+        level, armed = fills.arm_stop(side, pos0, mode, self._stop_mode, self._stop_level,
+                                      prev_close, multiple, atr, cost)
         hit, stop_ref = fills.stop_trigger(side, level, open_, high, low, cost)
         hit = hit & armed
         stop = fills.execute(order.book, torch.where(hit, -pos1, 0.0), stop_ref, cost)
@@ -213,20 +211,18 @@ class TradingVecEnv:
         money = pnl - costs - components["drawdown_penalty"] - components["hold_cost"]
         reward = ((money + components["close_bonus"]) / scale).to(torch.float32)
 
-        still_armed = armed & (pos3 != 0)
-        trailed = fills.trail_stop(level, side, close, multiple, m.atr[nxt], cost)
-        same_side = (torch.sign(pos3) == torch.sign(pos0)) & (pos3 != 0)
+        bars_held, stop_mode, stop_level = fills.after_bar(
+            armed, level, side, mode, pos0, pos3, self._time_in_trade, close, multiple,
+            m.atr[nxt], cost)
         self._t.copy_(nxt)
         self._steps.add_(1)
-        self._time_in_trade.copy_(
-            torch.where(same_side, self._time_in_trade + 1, (pos3 != 0).long())
-        )
+        self._time_in_trade.copy_(bars_held)
+        self._stop_mode.copy_(stop_mode)
+        self._stop_level.copy_(stop_level)
         self._pos.copy_(pos3)
         self._avg.copy_(avg3)
         self._cash.copy_(cash3)
         self._peak.copy_(peak)
-        self._stop_mode.copy_(torch.where(still_armed, mode, 0))
-        self._stop_level.copy_(torch.where(still_armed, trailed, 0.0))
         next_bar = nxt.clone()
         next_pos_state = self._compute_pos_state(nxt)
 
@@ -262,23 +258,11 @@ class TradingVecEnv:
 
     def _compute_pos_state(self, bar: Tensor) -> Tensor:
         m, cfg = self.market, self.config
-        close = m.close[bar]
-        pos = self._pos
-        per_position = m.reward_scale[bar] * cfg.max_contracts
-        equity = self._cash + pos * close * self.cost.point_value
-        unrealised = pos * (close - self._avg) * self.cost.point_value
-        stop_distance = torch.sign(pos) * (close - self._stop_level) / m.atr[bar]
-        return torch.stack(
-            (
-                pos / cfg.max_contracts,
-                unrealised / per_position,
-                self._time_in_trade / cfg.episode_len,
-                (self._peak - equity) / per_position,
-                self._stop_mode / 2.0,
-                torch.where(self._stop_mode > 0, stop_distance, 0.0),
-            ),
-            dim=1,
-        ).to(torch.float32)
+        return torch.stack(fills.position_state(
+            Book(self._pos, self._avg, self._cash), self._peak,
+            self._time_in_trade / cfg.episode_len, self._stop_mode, self._stop_level,
+            m.close[bar], m.atr[bar], m.reward_scale[bar] * cfg.max_contracts, self.cost,
+            cfg.max_contracts), dim=1).to(torch.float32)
 
     def _draw_starts(self) -> None:
         torch.randint(

@@ -48,9 +48,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from foxhunt.env.fills import CostModel, fill_price, stop_trigger
+from foxhunt.env.fills import SCALAR, CostModel, fill_price, stop_trigger
 from foxhunt.execution import venue as v
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.store import EventStore
@@ -75,10 +73,6 @@ class _Resting:
     stop_ticks: int | None
     triggered: bool = False
     bars_seen: int = 0
-
-
-def _t(x: float) -> torch.Tensor:
-    return torch.tensor(float(x), dtype=torch.float64)
 
 
 REPORTS: dict[str, type[v.VenueReport]] = {
@@ -463,8 +457,7 @@ class SimulatedVenue:
                 if slipped:
                     cost = self.costs[symbol]
                     price = contract.to_ticks(
-                        float(fill_price(_t(contract.price(price)), _t(signed), cost))
-                    )
+                        fill_price(contract.price_float(price), signed, cost, SCALAR))
                 self._report(v.Filled(
                     client_order_id=rest.client_order_id, ts_ns=ts_ns,
                     fill_id=self._next(f"{rest.venue_order_id}-F"), quantity=rest.leaves,
@@ -489,8 +482,7 @@ class SimulatedVenue:
         """`rest` fills whole at `close`, slippage against the trader (an at-the-close fill)."""
         contract = self.contracts[rest.symbol]
         signed = rest.leaves * rest.side.sign
-        price = contract.to_ticks(float(fill_price(_t(close), _t(signed),
-                                                   self.costs[rest.symbol])))
+        price = contract.to_ticks(fill_price(close, signed, self.costs[rest.symbol], SCALAR))
         self._report(v.Filled(
             client_order_id=rest.client_order_id, ts_ns=ts_ns,
             fill_id=self._next(f"{rest.venue_order_id}-F"), quantity=rest.leaves,
@@ -531,26 +523,16 @@ class SimulatedVenue:
         if rest.order_type is OrderType.MARKET:
             return o, True
         if rest.order_type is OrderType.STOP:
-            cost = self.costs[rest.symbol]
-            protects = -rest.side.sign  # a sell stop protects a long, a buy stop a short
-            level = contract.price_float(rest.stop_ticks)
-            # most bars do not reach the stop: `stop_trigger`'s own test, on the same float64
-            # values, answers that without building tensors
-            eps = cost.touch_eps
-            if protects > 0 and not contract.price_float(lo) <= level + eps:
-                return None
-            if protects < 0 and not contract.price_float(h) >= level - eps:
-                return None
-            hit, ref = stop_trigger(
-                _t(protects), _t(level), _t(contract.price_float(o)), _t(contract.price_float(h)),
-                _t(contract.price_float(lo)), cost,
-            )  # fmt: skip
-            if not bool(hit):
+            price = contract.price_float
+            hit, ref = stop_trigger(  # a sell stop protects a long, a buy stop a short
+                -rest.side.sign, price(rest.stop_ticks), price(o), price(h), price(lo),
+                self.costs[rest.symbol], SCALAR)
+            if not hit:
                 return None
             if not rest.triggered:
                 rest.triggered = True
                 self._report(v.Triggered(client_order_id=rest.client_order_id, ts_ns=ts_ns))
-            return contract.to_ticks(float(ref)), True
+            return contract.to_ticks(ref), True
         limit, sign = rest.limit_ticks, rest.side.sign
         if (o - limit) * sign <= 0:
             return o, False

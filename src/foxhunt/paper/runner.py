@@ -43,6 +43,7 @@ from foxhunt.backtest.trades import EXIT_REASONS, Trades, extract_trades
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import CostModel
 from foxhunt.env.market import average_true_range, dollar_volatility, session_ends
 from foxhunt.errors import ConfigError, DataError
 from foxhunt.execution.engine import TradingEngine
@@ -232,8 +233,8 @@ class PaperTrader:
                                           for k in ("open", "high", "low", "close")))
         self._atr, self._scale = _column(self.atr, np.float64), _column(self.scale, np.float64)
         self._session_end = _column(self.session_end, np.bool_)
-        self.mirror = EnvMirror(env, instrument.tick_size, instrument.point_value,
-                                instrument.commission, env.slippage_ticks, self.steps)
+        self.mirror = EnvMirror(env, CostModel.from_instrument(instrument, env.slippage_ticks),
+                                self.steps)
         self.fills: dict[int, list[tuple[str, int]]] = {}  # ts -> (client order id, signed qty)
         self._fill_events: list[OrderFilled] = []  # the log's fills, in its order
         self.engine: TradingEngine | None = None
@@ -349,9 +350,9 @@ class PaperTrader:
         got = self.fills.get(self._ts[t])
         c = self._closes[t]
         if got:
-            o = self._opens[t]
+            bar = self._opens[t], self._highs[t], self._lows[t], c
             for cid, qty in sorted(got, key=lambda f: _RANK[_KIND[f[0][0]]]):
-                self.mirror.fill(_KIND[cid[0]], float(qty), o, c)
+                self.mirror.fill(_KIND[cid[0]], float(qty), *bar)
         self.mirror.close_bar(c, self._atr[t])
 
     def _decide(self, t: int):
@@ -485,7 +486,8 @@ class PaperTrader:
             held += f.quantity
             closed = i if held == 0 else closed
         fills = fills[:closed]
-        slip = self.mirror.slip * self.inst.point_value
+        cost = self.mirror.cost
+        slip = cost.slippage_whole_ticks * cost.tick_size * cost.point_value
         final = self.hi - 1
         session = self.env.flatten_at_session_end and bool(self.session_end[final])
 
