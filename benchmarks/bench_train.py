@@ -60,6 +60,7 @@ from foxhunt.features.mirror import FeatureMirror
 from foxhunt.profiles import choose_profile
 from foxhunt.replay import ReplayConfig
 from foxhunt.training import hotpath
+from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.config import PerformanceConfig, TrainConfig, TrainingSpec
 from foxhunt.training.graphs import CapturedStep
 from foxhunt.training.learner import Learner
@@ -228,14 +229,18 @@ def fill_replay(learner: Learner) -> None:
     replay.update_priorities(everything, 2.0 * uniform(replay.capacity))
 
 
-def new_learner(sizes: Sizes, setup: MarketSetup, device: torch.device, mode: Mode) -> Learner:
+def new_learner(sizes: Sizes, setup: MarketSetup, device: torch.device,
+                mode: Mode) -> CompiledSteps:
+    """A Learner with a full replay, in the compiled steps that run it, as the trainer holds
+    them."""
     spec = training_spec(sizes, device, mode)
     learner = Learner(spec, setup.market, setup.window, setup.groups, device, SEED,
                       setup.mirror if spec.agent.mirror else None)
     fill_replay(learner)
     learner.online.train()  # what run_updates() sets before its loop
-    learner.prime()  # and the first staged batch
-    return learner
+    steps = CompiledSteps(learner)
+    steps.prime()  # and the first staged batch
+    return steps
 
 
 # -- measurements ----------------------------------------------------------------------------
@@ -250,11 +255,11 @@ def collect_met(c: dict) -> bool:
     return bool(c["env_steps_per_s"] >= TARGETS["collect_env_steps_per_s_min"])
 
 
-def measure_update(learner: Learner, plan: Plan, device: torch.device) -> dict:
+def measure_update(steps: CompiledSteps, plan: Plan, device: torch.device) -> dict:
     """Per update. With `train.updates_per_graph` k > 1 each timed call is a k-update block,
     and its times and kernel counts are divided by k (as `measure_collect` does)."""
-    k = learner.fast.update_block
-    step = learner.update_block if k > 1 else learner.update
+    k = steps.fast.update_block
+    step = steps.update_block if k > 1 else steps.update
     # CapturedStep captures on its 4th call: the warm-up must cover it.
     warmup = plan.warmup if k == 1 else max(4, plan.warmup // k)
     t = time_steps(step, max(1, plan.update_iters // k), warmup, device)
@@ -283,24 +288,24 @@ def per_step_profile(profile: dict, k: int) -> dict:
     return profile
 
 
-def measure_collect(learner: Learner, plan: Plan, device: torch.device) -> dict:
+def measure_collect(steps: CompiledSteps, plan: Plan, device: torch.device) -> dict:
     """Per env step. With `train.collect_steps_per_graph` k > 1 each timed call is a k-step
     block, its times and kernel counts are divided by k, and the one-step graph is measured
     too (`single_step`), for the comparison."""
-    k = learner.fast.collect_block
+    k, n_envs = steps.fast.collect_block, steps.learner.env.n_envs
     if k == 1:
-        return collect_figures(learner.collect, 1, learner, plan, device)
-    out = collect_figures(learner.collect_block, k, learner, plan, device)
-    return {**out, "single_step": collect_figures(learner.collect, 1, learner, plan, device)}
+        return collect_figures(steps.collect, 1, n_envs, plan, device)
+    out = collect_figures(steps.collect_block, k, n_envs, plan, device)
+    return {**out, "single_step": collect_figures(steps.collect, 1, n_envs, plan, device)}
 
 
-def collect_figures(step: CapturedStep, k: int, learner: Learner, plan: Plan,
+def collect_figures(step: CapturedStep, k: int, n_envs: int, plan: Plan,
                     device: torch.device) -> dict:
     # CapturedStep captures on its 4th call: the warm-up must cover it.
     t = time_steps(step, max(1, plan.collect_steps // k), max(4, plan.warmup // k), device)
     summary = per_step(t.summary(), k)
     profile = per_step_profile(kernel_profile(step, PROFILE_ITERS, device), k)
-    out = {**summary, "env_steps_per_s": round(learner.env.n_envs * k * t.per_s),
+    out = {**summary, "env_steps_per_s": round(n_envs * k * t.per_s),
            "steps_per_graph": k, "cuda_graph": step.captured, **profile}
     if plan.timeline:
         out["timeline"] = kernel_timeline(step, device)
@@ -357,20 +362,21 @@ def measure_mode(
 ) -> tuple[dict, dict | None, dict]:
     """(update, collect or None, layout facts) of one fresh Learner running in `mode`."""
     log(f"{mode.name}: Learner with {sizes.n_envs} envs, replay of {sizes.replay_capacity:,}")
-    learner = new_learner(sizes, setup, device, mode)
+    steps = new_learner(sizes, setup, device, mode)
+    learner = steps.learner
     facts = {"obs_dim": learner.env.obs_dim,
              "replay": {"capacity": learner.replay.capacity, "slots": learner.replay.slots,
                         "nbytes": learner.replay.nbytes()}}
     with learner.fast.precision():  # as run_updates does
         log(f"{mode.name}: {plan.update_iters} updates")
-        update = attempt(f"{mode.name} update", measure_update, learner, plan, device)
+        update = attempt(f"{mode.name} update", measure_update, steps, plan, device)
         if "error" not in update:
             log(f"{mode.name}: update median {update['median_ms']} ms")
         log(f"{mode.name}: {plan.collect_steps} collect steps")
-        collect = attempt(f"{mode.name} collect", measure_collect, learner, plan, device)
+        collect = attempt(f"{mode.name} collect", measure_collect, steps, plan, device)
         if "error" not in collect:
             log(f"{mode.name}: collect {collect['env_steps_per_s']:,} env-steps/s")
-    del learner
+    del learner, steps
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -381,15 +387,15 @@ def measure_breakdown(mode: Mode, sizes: Sizes, setup: MarketSetup, device: torc
     """Where an update's time goes, piece by piece (`range_profile`), in `mode` without graphs."""
     uncaptured = replace(mode, cuda_graphs=False)
     log(f"breakdown: {mode.name} without CUDA graphs, {PROFILE_ITERS} profiled updates")
-    learner = new_learner(sizes, setup, device, uncaptured)
-    with learner.fast.precision():
+    steps = new_learner(sizes, setup, device, uncaptured)
+    with steps.fast.precision():
         for _ in range(3):  # compile and warm up
-            learner.update()
-        pieces = range_profile(learner.update, PROFILE_ITERS, device)
+            steps.update()
+        pieces = range_profile(steps.update, PROFILE_ITERS, device)
     for name, cost in pieces.items():
         count = f"{cost['kernels']:g} kernels, " if "kernels" in cost else ""
         log(f"breakdown: {name}: {count}{cost['ms']} ms")
-    del learner
+    del steps
     gc.collect()
     return {
         "mode": f"{mode.name} without CUDA graphs",

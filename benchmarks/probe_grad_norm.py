@@ -64,9 +64,9 @@ def main() -> None:
     iters, warmup = (QUICK_ITERS, QUICK_WARMUP) if args.quick else (ITERS, WARMUP)
     mode = Mode("eager_bf16", cuda_graphs=False, autocast="bf16")
     setup = build_market(sizes, training_spec(sizes, device, mode).env, device)
-    learner = new_learner(sizes, setup, device, mode)
-    learner.run_updates(1)
-    net = learner.online
+    steps = new_learner(sizes, setup, device, mode)
+    steps.run_updates(1)
+    net = steps.learner.online
     out = torch.zeros((), device=device)
     results = {}
     for name, form in FORMS.items():

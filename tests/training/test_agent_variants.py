@@ -30,10 +30,11 @@ def test_the_variant_trains_end_to_end(tmp_path, agent):
     spec = spec.model_copy(update={"agent": spec.agent.model_copy(update=agent)})
     trainer = WalkForwardTrainer(spec, synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
                                  tmp_path, torch.device("cpu"))
-    lr = trainer.start_fold(trainer.folds[0]).learner
+    ctx = trainer.start_fold(trainer.folds[0])
+    lr = ctx.learner
     before = {k: v.clone() for k, v in lr.online.state_dict().items()}
-    lr.run_collect(8)
-    lr.run_updates(4)
+    ctx.steps.run_collect(8)
+    ctx.steps.run_updates(4)
     metrics = lr.read_metrics().update
     assert metrics["updates"] == 4
     assert all(math.isfinite(metrics[k]) for k in ("loss", "q_loss", "aux_loss", "grad_norm"))

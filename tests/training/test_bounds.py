@@ -108,11 +108,11 @@ def test_bad_settings_are_refused(kwargs):
 def test_a_learner_with_the_self_tuning_clip_reports_its_level_and_restarts_it_every_fold(tmp_path):
     from .test_reference_update import make_learner
 
-    learner = make_learner(tmp_path, {"grad_clip_quantile": 0.99})
-    assert learner.optimizer.adaptive is learner.clip_bound
-    learner.run_collect(8)
-    learner.run_updates(60)
-    m = learner.read_metrics().update
-    assert 0 < m["grad_clip_level"] <= learner.spec.agent.grad_clip
-    assert learner.clip_bound.n.item() == 60
-    assert make_learner(tmp_path / "next", {"grad_clip_quantile": 0.99}).clip_bound.n.item() == 0
+    steps = make_learner(tmp_path, {"grad_clip_quantile": 0.99})
+    assert steps.learner.optimizer.adaptive is steps.learner.clip_bound
+    steps.run_collect(8)
+    steps.run_updates(60)
+    m = steps.learner.read_metrics().update
+    assert 0 < m["grad_clip_level"] <= steps.learner.spec.agent.grad_clip
+    assert steps.learner.clip_bound.n.item() == 60
+    assert make_learner(tmp_path / "next", {"grad_clip_quantile": 0.99}).learner.clip_bound.n.item() == 0

@@ -25,10 +25,10 @@ NARROW = {"support": "adaptive", "v_min": -0.05, "v_max": 0.05}
 
 
 def trained(tmp_path, agent: dict, updates: int = 20):
-    learner = make_learner(tmp_path, agent)
-    learner.run_collect(8)
-    learner.run_updates(updates)
-    return learner
+    steps = make_learner(tmp_path, agent)
+    steps.run_collect(8)
+    steps.run_updates(updates)
+    return steps
 
 
 def configured(learner) -> torch.Tensor:
@@ -39,7 +39,7 @@ def configured(learner) -> torch.Tensor:
 @pytest.mark.parametrize("agent", [{}, {"dueling": False}, {"head": "iqn"}, {"noisy": False}],
                          ids=["c51", "c51_no_dueling", "iqn", "no_noise"])
 def test_every_diagnostic_is_read_once_per_epoch(tmp_path, agent):
-    m = trained(tmp_path, agent).read_metrics().update
+    m = trained(tmp_path, agent).learner.read_metrics().update
     assert m["updates"] == 20 and all(math.isfinite(v) for v in m.values())
     assert 0 <= m["td_p50"] <= m["td_p99"] <= m["priority_max"]
     assert 0 < m["is_weight_min"] <= m["is_weight_mean"] <= m["is_weight_max"] <= 1
@@ -57,19 +57,19 @@ def test_every_diagnostic_is_read_once_per_epoch(tmp_path, agent):
 @pytest.mark.parametrize("agent", [{}, {"head": "iqn"}], ids=["c51", "iqn"])
 def test_reading_the_diagnostics_changes_nothing_the_run_learns(tmp_path, agent):
     probed, plain = trained(tmp_path / "a", agent), trained(tmp_path / "b", agent)
-    probed.read_metrics()
-    for learner in (probed, plain):
-        learner.run_collect(4)
-        learner.run_updates(5)
-    for a, b in zip(probed.online.parameters(), plain.online.parameters(), strict=True):
+    probed.learner.read_metrics()
+    for steps in (probed, plain):
+        steps.run_collect(4)
+        steps.run_updates(5)
+    for a, b in zip(probed.learner.online.parameters(), plain.learner.online.parameters(), strict=True):
         assert torch.equal(a, b)
 
 
 def test_the_diagnostics_are_of_one_staged_batch_and_not_of_each_update(tmp_path):
-    learner = trained(tmp_path, {})
+    steps = trained(tmp_path, {})
     assert "td_p50" not in UPDATE_METRICS and "edge_mass" not in UPDATE_METRICS
-    expected = learner.probe()
-    m = learner.read_metrics().update
+    expected = steps.learner.probe()
+    m = steps.learner.read_metrics().update
     for k, v in expected.items():
         assert m[k] == pytest.approx(v.item())
 
@@ -85,36 +85,36 @@ def test_the_edge_mass_from_the_dueling_streams_is_the_networks_distributions():
 
 
 def test_an_adaptive_support_widens_in_place_for_both_networks(tmp_path):
-    learner = make_learner(tmp_path, NARROW)
-    z = learner.support
-    assert z is learner.online.support is learner.target.support
-    learner.run_updates(20)
-    assert learner.support is z and z[-1] > NARROW["v_max"] and z[0] < NARROW["v_min"]
-    m = learner.read_metrics().update
+    steps = make_learner(tmp_path, NARROW)
+    z = steps.learner.support
+    assert z is steps.learner.online.support is steps.learner.target.support
+    steps.run_updates(20)
+    assert steps.learner.support is z and z[-1] > NARROW["v_max"] and z[0] < NARROW["v_min"]
+    m = steps.learner.read_metrics().update
     assert (m["v_min"], m["v_max"]) == (z[0].item(), z[-1].item())
 
 
 def test_a_fixed_support_stays_put(tmp_path):
-    learner = trained(tmp_path, {k: v for k, v in NARROW.items() if k != "support"})
-    assert torch.equal(learner.support, configured(learner))
+    steps = trained(tmp_path, {k: v for k, v in NARROW.items() if k != "support"})
+    assert torch.equal(steps.learner.support, configured(steps.learner))
 
 
 def test_the_reference_update_projects_onto_the_moved_support(tmp_path):
     """After the support has moved, the first update after prime() is still the reference's."""
-    learner = trained(tmp_path, NARROW)
-    moved = learner.support.clone()
-    learner.read_metrics()  # the accumulators restart: update_acc[0] is the next loss
-    recorder = Recorder(learner)
-    learner.prime()
-    learner.update()
+    steps = trained(tmp_path, NARROW)
+    moved = steps.learner.support.clone()
+    steps.learner.read_metrics()  # the accumulators restart: update_acc[0] is the next loss
+    recorder = Recorder(steps.learner)
+    steps.prime()
+    steps.update()
     call = recorder.calls[0]
-    online, target = plain_copy(learner, call["online"]), plain_copy(learner, call["target"])
+    online, target = plain_copy(steps.learner, call["online"]), plain_copy(steps.learner, call["target"])
     for net in (online, target):
         net.support.copy_(moved)
-    batch, generator = reference_inputs(learner, call)
+    batch, generator = reference_inputs(steps.learner, call)
     ref = reference_update(online, target, batch, generator)
-    assert not torch.equal(moved, configured(learner))
-    torch.testing.assert_close(learner.update_acc[0].float(), ref.loss, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(moved, configured(steps.learner))
+    torch.testing.assert_close(steps.learner.update_acc[0].float(), ref.loss, rtol=1e-5, atol=1e-6)
 
 
 def test_the_support_restarts_at_the_fold_boundary(tmp_path):

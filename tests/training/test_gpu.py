@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from foxhunt.training.config import PerformanceConfig
-from foxhunt.training.learner import COMPILED_STEPS
+from foxhunt.training.learner import Learner
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
@@ -24,7 +24,7 @@ def learner(tmp_path, graphs: bool, seed: int = 0, **performance):
     market = synth(3_000, 0.3, seed=11)
     spec = tiny_spec(seed=seed, performance=performance)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
-    return trainer.start_fold(trainer.folds[0]).learner
+    return trainer.start_fold(trainer.folds[0]).steps
 
 
 def test_hot_loop_has_no_host_sync(tmp_path):
@@ -44,9 +44,9 @@ def test_hot_loop_has_no_host_sync(tmp_path):
         lr.run_updates(8 * u + 3)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    metrics = lr.read_metrics()
+    metrics = lr.learner.read_metrics()
     assert metrics.update["updates"] == 4 * (u + 1) + 8 * u + 3
-    assert metrics.collect["env_steps"] == (6 * k + 7) * lr.env.n_envs
+    assert metrics.collect["env_steps"] == (6 * k + 7) * lr.learner.env.n_envs
 
 
 def test_eager_hot_loop_has_no_host_sync(tmp_path):
@@ -69,9 +69,9 @@ def test_graphed_and_eager_updates_agree(tmp_path):
         lr.run_collect(8)
         lr.run_updates(6)
     torch.cuda.synchronize()
-    for (name, a), (_, b) in zip(eager.online.state_dict().items(), graphed.online.state_dict().items()):
+    for (name, a), (_, b) in zip(eager.learner.online.state_dict().items(), graphed.learner.online.state_dict().items()):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
-    torch.testing.assert_close(eager.replay.priority_alpha, graphed.replay.priority_alpha,
+    torch.testing.assert_close(eager.learner.replay.priority_alpha, graphed.learner.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
 
 
@@ -81,7 +81,7 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     lr.run_collect(8)
     lr.run_updates(5)  # warm-up and capture
     assert lr.update.captured
-    noise = lr.online.heads.hidden.eps_in
+    noise = lr.learner.online.heads.hidden.eps_in
     seen = []
     for _ in range(3):
         lr.run_updates(1)
@@ -90,7 +90,7 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     starts, acting = [], []
     for _ in range(3):
         lr.run_collect(1)
-        starts.append(lr.env._fresh_starts.clone())
+        starts.append(lr.learner.env._fresh_starts.clone())
         acting.append(noise.clone())
     assert not torch.equal(starts[0], starts[1]) and not torch.equal(starts[1], starts[2])
     assert not torch.equal(acting[0], acting[1]) and not torch.equal(acting[1], acting[2])
@@ -105,27 +105,27 @@ def test_compiled_loss_equals_the_plain_one(tmp_path):
     # Full float32 matmuls: under TF32 the staged a* could flip on a near-tie between the runs.
     lr = learner(tmp_path, graphs=False, autocast="off")
     lr.run_collect(8)
-    lr.online.train()
-    compiled = {name: getattr(lr, name) for name in COMPILED_STEPS}
+    lr.learner.online.train()
+    compiled = {name: getattr(lr, name) for name in Learner.STEPS}
     assert all(step.compiled for step in compiled.values())
     results = []
     # What a run changes and the next one reads: the staged a* uses the online noise (which
     # `prime` then redraws) and the draw count sets the IS exponent.
-    noise = [buf.clone() for buf in lr.online.noise_buffers()]
-    draws = lr.replay.sample_calls.clone()
+    noise = [buf.clone() for buf in lr.learner.online.noise_buffers()]
+    draws = lr.learner.replay.sample_calls.clone()
     with inductor_config.patch(fallback_random=True):
         for steps in ({name: step.fn for name, step in compiled.items()}, compiled):
             for name, step in steps.items():
                 setattr(lr, name, step)
-            torch._foreach_copy_(lr.online.noise_buffers(), noise)
-            lr.replay.sample_calls.copy_(draws)
+            torch._foreach_copy_(lr.learner.online.noise_buffers(), noise)
+            lr.learner.replay.sample_calls.copy_(draws)
             torch.cuda.manual_seed(5)
             lr.prime()
             batch = lr.batch
             out = lr.loss(batch)
-            lr.online.zero_grad(set_to_none=True)
+            lr.learner.online.zero_grad(set_to_none=True)
             out.loss.backward()
-            grads = [g.clone() for g in lr.online.gradients()]
+            grads = [g.clone() for g in lr.learner.online.gradients()]
             results.append((batch.index.clone(), batch.target.clone(), out.loss.detach(),
                             out.td_abs, grads))
     assert lr.compiled
@@ -202,15 +202,15 @@ def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
     """In bf16, after replays of the captured update and collect graphs: a capture that froze a
     stale composition (or missed one) would leave the working copies behind the weights."""
     lr = learner(tmp_path, graphs=True)
-    assert lr.online.heads.hidden.weight_work.dtype == torch.bfloat16
+    assert lr.learner.online.heads.hidden.weight_work.dtype == torch.bfloat16
     bf16 = 2.0**-7  # one bf16 step: a stale composition (other noise) is far outside it
     for _ in range(3):
         lr.run_collect(2 * lr.fast.collect_block + 4)  # blocks and single steps
-        assert_working_weights_are_composed(lr.online, rtol=bf16)
+        assert_working_weights_are_composed(lr.learner.online, rtol=bf16)
         lr.run_updates(5)
         torch.cuda.synchronize()
-        assert_working_weights_are_composed(lr.online, rtol=bf16)
-        assert_working_weights_are_composed(lr.target, rtol=bf16)
+        assert_working_weights_are_composed(lr.learner.online, rtol=bf16)
+        assert_working_weights_are_composed(lr.learner.target, rtol=bf16)
     assert lr.update.captured and lr.collect_block.captured
 
 
@@ -247,12 +247,12 @@ def test_replayed_graphs_step_the_weight_average(tmp_path):
                      average_epochs=2.0)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
     lr = trainer.start_fold(trainer.folds[0]).learner
-    start = flat_params(lr.averaged)
+    start = flat_params(lr.learner.averaged)
     lr.run_collect(8)
     lr.run_updates(40)
     torch.cuda.synchronize()
     assert lr.update.captured
-    averaged, online = flat_params(lr.averaged), flat_params(lr.online)
+    averaged, online = flat_params(lr.learner.averaged), flat_params(lr.learner.online)
     assert 0 < (averaged - start).norm() < (online - start).norm()
     result = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path / "run",
                                 CUDA).run()

@@ -10,6 +10,7 @@ import torch
 
 from foxhunt.agents.dqn import BranchingQNetwork, UpdateBatch, reference_update
 from foxhunt.agents.dqn.update import bootstrap_target
+from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.learner import direction_labels
 from foxhunt.training.trainer import WalkForwardTrainer
 
@@ -20,17 +21,17 @@ HEADS = {"c51": {}, "iqn": {"head": "iqn"}, "c51_no_dueling": {"dueling": False}
          "noisy_trunk": {"noisy_trunk": True}}
 
 
-def make_learner(tmp_path, agent: dict, **train):
+def make_learner(tmp_path, agent: dict, **train) -> CompiledSteps:
     """tiny_spec's first fold's learner with `agent` keys set (and `train` [train] keys), after
-    8 collect steps."""
+    8 collect steps, with the steps that run it (`.learner` is the learner)."""
     spec = tiny_spec(**train)
     spec = spec.model_copy(update={"agent": spec.agent.model_copy(update=agent)})
     trainer = WalkForwardTrainer(spec, synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
                                  tmp_path, CPU)
-    learner = trainer.start_fold(trainer.folds[0]).learner
-    learner.run_collect(8)
-    learner.online.train()
-    return learner
+    steps = trainer.start_fold(trainer.folds[0]).steps
+    steps.run_collect(8)
+    steps.learner.online.train()
+    return steps
 
 
 def plain_copy(learner, net: BranchingQNetwork) -> BranchingQNetwork:
@@ -83,7 +84,8 @@ def reference_inputs(learner, call) -> tuple[UpdateBatch, torch.Generator]:
 @pytest.mark.parametrize("agent", HEADS.values(), ids=HEADS.keys())
 def test_the_first_update_after_prime_is_the_reference_update(tmp_path, agent):
     """Same batch, same weights, same noise and taus: equal loss, gradients and priorities."""
-    learner = make_learner(tmp_path, agent)
+    steps = make_learner(tmp_path, agent)
+    learner = steps.learner
     recorder = Recorder(learner)
     grads, step = [], learner.optimizer.step
 
@@ -93,8 +95,8 @@ def test_the_first_update_after_prime_is_the_reference_update(tmp_path, agent):
 
     grads_seen = grads
     learner.optimizer.step = record_step
-    learner.prime()
-    learner.update()
+    steps.prime()
+    steps.update()
 
     call = recorder.calls[0]
     online, target = plain_copy(learner, call["online"]), plain_copy(learner, call["target"])
@@ -117,12 +119,13 @@ def test_the_first_update_after_prime_is_the_reference_update(tmp_path, agent):
 def test_the_next_batch_is_drawn_before_this_updates_priorities_are_written(tmp_path):
     """The pipelining's first documented difference: each batch is drawn from the priorities as
     they stood when the update before it started (one draw of lag), never older ones."""
-    learner = make_learner(tmp_path, {})
+    steps = make_learner(tmp_path, {})
+    learner = steps.learner
     recorder = Recorder(learner)
-    learner.prime()
+    steps.prime()
     for k in range(4):
         before = learner.replay.priority_alpha.clone()
-        learner.update()
+        steps.update()
         assert torch.equal(recorder.calls[k + 1]["priorities"], before)
         written = recorder.calls[k]["batch"].index
         assert not torch.equal(learner.replay.priority_alpha[written], before[written])
@@ -133,13 +136,14 @@ def test_the_staged_target_lags_the_textbook_one_by_one_update_within_bounds(tmp
     one gradient step (and one noise draw) older than the textbook's, and its target network
     has taken Polyak's step toward those older weights. On the same batch, the staged
     bootstrap target stays close to the textbook's, and the loss they give differs by little."""
-    learner = make_learner(tmp_path, {"noisy": False})  # the lag of the weights alone
+    steps = make_learner(tmp_path, {"noisy": False})  # the lag of the weights alone
+    learner = steps.learner
     recorder = Recorder(learner)
-    learner.prime()
+    steps.prime()
     gaps, loss_gaps = [], []
     for k in range(6):
         online_before = copy.deepcopy(learner.online)
-        learner.update()
+        steps.update()
         staged = learner.batch.target.clone()
         call = recorder.calls[k + 1]
         batch, generator = reference_inputs(learner, call)

@@ -13,8 +13,7 @@ import math
 import pytest
 import torch
 
-from foxhunt.training.graphs import CompiledStep
-from foxhunt.training.learner import COMPILED_STEPS
+from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
@@ -35,10 +34,9 @@ def test_every_compiled_step_traces_as_one_graph(tmp_path, support):
     lr = trainer.start_fold(trainer.folds[0]).learner
     # As on CUDA, where the steps draw from the device's default generator.
     lr.generator = lr.replay.generator = lr.env.generator = None
-    for name in COMPILED_STEPS:
-        setattr(lr, name, CompiledStep(getattr(lr, name).fn, True, name, compiler=whole_graph))
-    lr.run_collect(16)
-    lr.run_updates(3)
-    assert lr.compiled
+    steps = CompiledSteps(lr, compiler=whole_graph)
+    steps.run_collect(16)
+    steps.run_updates(3)
+    assert steps.compiled
     metrics = lr.read_metrics().update
     assert metrics["updates"] == 3 and all(math.isfinite(v) for v in metrics.values())

@@ -208,8 +208,7 @@ def test_later_folds_reuse_the_first_folds_compiled_steps(market, tmp_path):
     backend: the guards are the device's.)"""
     import logging
 
-    from foxhunt.training.graphs import CompiledStep
-    from foxhunt.training.learner import COMPILED_STEPS
+    from foxhunt.training.compiled import CompiledSteps
 
     def eager_backend(fn, dynamic, **options):
         return torch.compile(fn, backend="eager", dynamic=dynamic)
@@ -233,12 +232,10 @@ def test_later_folds_reuse_the_first_folds_compiled_steps(market, tmp_path):
                 recompiled.clear()  # fold 0 compiled everything
             lr = trainer.start_fold(fold).learner
             lr.generator = lr.replay.generator = lr.env.generator = None  # as on CUDA
-            for name in COMPILED_STEPS:
-                setattr(lr, name, CompiledStep(getattr(lr, name).fn, True, name,
-                                               compiler=eager_backend))
-            lr.run_collect(8)
-            lr.run_updates(3)
-            del lr
+            steps = CompiledSteps(lr, compiler=eager_backend)
+            steps.run_collect(8)
+            steps.run_updates(3)
+            del lr, steps
     finally:
         logger.removeHandler(handler)
         torch._logging.set_logs()

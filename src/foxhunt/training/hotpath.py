@@ -1,17 +1,19 @@
 """How fast a learner's steps run: compiled, captured as CUDA graphs, side by side on CUDA
-streams, under bf16 autocast (`[train.performance]`). Nothing here decides what is computed.
+streams, under bf16 autocast (`[train.performance]`). Nothing here decides what is computed,
+only in what precision: bf16 autocast and TF32 matmuls round differently from float32.
 
 The learner (`training.learner`) states its work as steps that take and return plain tensors:
 a collect step is `act`, `env_step`, `store` (and `draw_act_noise` for the next one); an update
 is `loss`, `backward`, `reprioritise`, `stage_next`, `adopt`, `apply_gradients` (and
-`draw_next_noise`). `HotPath` compiles the steps, orders the independent ones on side streams
-and captures runs of them as CUDA graphs. On the CPU it runs them eagerly, in program order,
-in float32: the same calls in the same order, so one seed reproduces a CPU run exactly.
+`draw_next_noise`). `training.compiled.CompiledSteps` compiles the steps; the schedules here
+order the independent ones on side streams, and `captured` records runs of them as CUDA graphs.
+On the CPU they run eagerly, in program order, in float32: the same calls in the same order, so
+one seed reproduces a CPU run exactly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple, Protocol
 
@@ -22,7 +24,7 @@ from foxhunt.agents.dqn.losses import LossOutput
 from foxhunt.devices import float32_matmul_precision
 from foxhunt.env.market import MarketTensors
 from foxhunt.training.config import PerformanceConfig
-from foxhunt.training.graphs import CapturedStep, CompiledStep, SideStreams
+from foxhunt.training.graphs import CapturedStep, SideStreams
 
 INDUCTOR_OPTIONS = {"combo_kernels": True}
 """Inductor options of every compiled step: combo kernels fuse an update's many small kernels
@@ -95,13 +97,6 @@ class HotPath:
             market = replace(market, features=market.features.to(torch.bfloat16))
         return market
 
-    def compile_steps(self, owner: object, names: Sequence[str]) -> None:
-        """Replace each named method of `owner` by its compiled step (`CompiledStep`; eager off
-        CUDA or with compile off)."""
-        for name in names:
-            setattr(owner, name, CompiledStep(getattr(owner, name), self.compile, name,
-                                              options=INDUCTOR_OPTIONS))
-
     def captured(self, fn: Callable[[], None]) -> CapturedStep:
         """`fn` captured as a CUDA graph after its warm-up calls and replayed from then on (run
         eagerly when graphs are off)."""
@@ -147,8 +142,8 @@ class HotPath:
         it), and `adopt` waits for backward (which reads this batch)."""
         batch = s.batch
         if batch is None:
-            raise RuntimeError("Learner.update() before prime(): stage the first batch of a run "
-                               "of updates with prime() (run_updates does)")
+            raise RuntimeError("CompiledSteps.update() before prime(): stage the first batch of "
+                               "a run of updates with prime() (run_updates does)")
         side = self.streams
         start = side.mark()
         loss = s.loss(batch)

@@ -2,9 +2,9 @@
 steps of Rainbow-BDQ's collect and update.
 
 The update is `agents.dqn.update.reference_update` split into steps so that the next batch and
-its bootstrap target are computed one update ahead, beside the current loss pass: `prime()`
-stages the first batch of a run of updates, and each `update()` trains on the batch staged
-before it and stages the next. That pipelining is the one way this learner differs from the
+its bootstrap target are computed one update ahead, beside the current loss pass:
+`CompiledSteps.prime()` stages the first batch of a run of updates, and each update trains on
+the batch staged before it and stages the next. That pipelining is the one way this learner differs from the
 reference, and it is bounded by tests (tests/training/test_reference_update.py):
 - the next batch is drawn from the priorities as they stand when the update starts (this
   batch's new priorities are written after it: its transitions keep their old priority for
@@ -14,8 +14,9 @@ reference, and it is bounded by tests (tests/training/test_reference_update.py):
   Polyak's step toward those same weights.
 The first update after `prime()` equals the reference exactly (CPU, float32).
 
-How fast the steps run (compiled, graphed, on side streams, under autocast) is
-`training.hotpath`'s business; this module states what they compute. Every metric stays on the
+This module states what the steps compute (`Learner.STEPS`, plain methods, never replaced);
+`training.compiled.CompiledSteps` is what runs them (compiled, captured as CUDA graphs, on the
+side streams of `training.hotpath`'s schedules). Every metric stays on the
 device in accumulators that the trainer reads once per epoch.
 """
 
@@ -67,11 +68,6 @@ count."""
 PROBE_METRICS = (*DIAGNOSTICS, "priority_max")
 """`Learner.probe`'s diagnostics of one batch per epoch (C51 also `C51_DIAGNOSTICS`), beside
 the replay's running max priority."""
-COMPILED_STEPS = (
-    "act", "draw_act_noise", "env_step", "store", "loss", "draw_next_noise", "reprioritise",
-    "track_online", "stage", "stage_targets", "adopt", "apply_gradients",
-)
-"""The Learner's steps that `HotPath` compiles on CUDA (each one a `CompiledStep`)."""
 
 
 def direction_labels(market: MarketTensors, bar: Tensor) -> Tensor:
@@ -89,6 +85,11 @@ class EpochMetrics:
 
 class Learner:
     """Built fresh for every fold (see `fold_state.FOLD_BOUNDARY`); `seed` is the fold's seed."""
+
+    STEPS = ("act", "draw_act_noise", "env_step", "store", "loss", "draw_next_noise",
+             "reprioritise", "track_online", "stage", "stage_targets", "adopt", "apply_gradients")
+    """The steps a collect step and an update are made of, each compiled on its own by
+    `CompiledSteps` (`backward`, autograd's, runs as it is)."""
 
     def __init__(
         self,
@@ -167,14 +168,7 @@ class Learner:
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
         self._action_ids = torch.arange(a.n_actions, device=device)
         self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
-        fast = self.fast
-        fast.compile_steps(self, COMPILED_STEPS)
-        self.act_noise = fast.captured(self.draw_act_noise)
-        self.collect = fast.captured(lambda: fast.collect(self, 1))
-        self.collect_block = fast.captured(lambda: fast.collect(self, fast.collect_block))
-        self.update = fast.captured(lambda: fast.update(self))
-        self.update_block = fast.captured(self._updates)
-        self.batch: StagedBatch | None = None  # the next update's batch (see `prime`)
+        self.batch: StagedBatch | None = None  # the next update's (`CompiledSteps.prime`)
         self.transitions = 0
 
     @property
@@ -183,11 +177,6 @@ class Learner:
         weights where `[train] average_epochs` > 0, else the online network. Averaging damps the
         epoch-to-epoch swings of a policy fitted to noisy returns (Polyak & Juditsky, 1992)."""
         return self.online if self.averaged is None else self.averaged
-
-    @property
-    def compiled(self) -> bool:
-        """Whether every step runs compiled (False after a fall-back to eager)."""
-        return all(getattr(self, name).compiled for name in COMPILED_STEPS)
 
     # -- collect: one vectorised env step with the noisy online policy ----------------------
 
@@ -229,19 +218,6 @@ class Learner:
 
     # -- update: reference_update's math, its bootstrap target staged one update ahead -------
 
-    def prime(self) -> None:
-        """Draw the first update's online noise and stage its batch, so that the first update
-        is `reference_update` exactly (`run_updates` calls it; call it before `update()`). A
-        batch staged before a collect phase would be stale: every run of updates starts here."""
-        with self.fast.precision():
-            for net in (self.online, self.target):  # the weights may have been loaded since
-                net.compose_working_weights()
-            self.online.reset_noise(self.generator)
-            staged = self.stage_next(polyak=False)
-            if self.batch is None:
-                self.batch = StagedBatch(*(torch.empty_like(t) for t in staged))
-            self.adopt(*staged)
-
     def loss(self, batch: StagedBatch) -> LossOutput:
         """The online network at s against the staged target: the loss, per-sample TD errors
         (the new priorities) and metrics."""
@@ -262,13 +238,6 @@ class Learner:
     def reprioritise(self, index: Tensor, td_abs: Tensor) -> None:
         """New priorities for the sampled transitions."""
         self.replay.update_priorities(index, td_abs)
-
-    def stage_next(self, polyak: bool = True) -> StagedBatch:
-        """Polyak's step of the target network, then the next batch and its bootstrap target."""
-        if polyak:
-            self.track_online()
-        fields, bootstrap = self.stage()
-        return StagedBatch(*fields, self.stage_targets(*bootstrap))
 
     def track_online(self) -> None:
         """Polyak: target <- (1 - tau) target + tau online, and the target's plain layers'
@@ -363,30 +332,10 @@ class Learner:
                                                           torch.ones((), device=self.device)]
         ).double()
 
-    def _updates(self) -> None:
-        for _ in range(self.fast.update_block):
-            self.fast.update(self)
-
     # -- epoch-level driving (host side, no device reads) -----------------------------------
-
-    def run_collect(self, steps: int) -> None:
-        """`steps` env steps with the noisy online policy, fresh noise for each (the first
-        step's drawn here: the weights have changed since the last collect step)."""
-        fast = self.fast
-        with fast.precision():
-            self.act_noise()
-            fast.repeat(self.collect, self.collect_block, fast.collect_block, steps)
-        self.transitions += steps * self.env.n_envs
 
     def ready_to_learn(self) -> bool:
         return self.transitions >= max(self.spec.train.learning_starts, self.spec.train.batch_size)
-
-    def run_updates(self, n: int) -> None:
-        fast = self.fast
-        self.online.train()
-        self.prime()
-        with fast.precision():
-            fast.repeat(self.update, self.update_block, fast.update_block, n)
 
     @torch.no_grad()
     def probe(self) -> dict[str, Tensor]:

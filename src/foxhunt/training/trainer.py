@@ -47,6 +47,7 @@ from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
 from foxhunt.fileio import write_text_atomic
 from foxhunt.metrics import sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.evaluate import (
     Rollouts,
@@ -138,6 +139,7 @@ class FoldContext:
     fold: Fold
     features: FeatureMatrix
     learner: Learner
+    steps: CompiledSteps  # the learner's steps as they run (compiled, graphed on CUDA)
     val_market: MarketTensors
     test_market: MarketTensors | None  # None under scope `validation`
     best_state: dict[str, torch.Tensor] | None = None
@@ -292,7 +294,8 @@ class WalkForwardTrainer:
                   if self.spec.agent.mirror else None)
         learner = Learner(self.spec, market_window(market, base, fold.train.stop), window,
                           features.groups, self.device, self.fold_seed(fold), mirror)
-        return FoldContext(fold, features, learner, market_head(market, fold.val.stop),
+        return FoldContext(fold, features, learner, CompiledSteps(learner),
+                           market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop) if self.scope == "test" else None)
 
     def learner_window(self, fold: Fold) -> tuple[int, Window]:
@@ -368,10 +371,10 @@ class WalkForwardTrainer:
         for epoch in range(ctx.start_epoch, t.epochs):
             lap: dict[str, float] = {}
             with self._timed("experience", lap):
-                learner.run_collect(self.collect_steps(ctx, epoch))
+                ctx.steps.run_collect(self.collect_steps(ctx, epoch))
             with self._timed("updates", lap):
                 if learner.ready_to_learn():
-                    learner.run_updates(self.budget.updates[epoch])
+                    ctx.steps.run_updates(self.budget.updates[epoch])
             with self._timed("validation", lap):
                 metrics = learner.read_metrics()
                 val, seen = self.judge(ctx)
@@ -394,8 +397,7 @@ class WalkForwardTrainer:
                       "compile_ms": lap["setup_compile"],
                       # How the hot path ran: a compiler failure falls back to eager (with one
                       # warning) and shows here as much as in the times.
-                      "compiled": learner.compiled,
-                      "cuda_graphs": learner.update.captured or learner.update_block.captured}
+                      "compiled": ctx.steps.compiled, "cuda_graphs": ctx.steps.captured}
             self._append("run.jsonl", line)
             ctx.epochs.append(line)
             self._append("timings.jsonl", timing)
