@@ -10,15 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
-from foxhunt.agents.dqn.noisy import (
-    GroupedLinear,
-    NoisyLinear,
-    PerGroupLinear,
-    WorkingLinear,
-    draw_noise,
-    pad_to_align,
-    scaled_noise,
-)
+from foxhunt.agents.dqn.noisy import GroupedLinear, NoisyLinear, draw_noise, scaled_noise
+from foxhunt.agents.dqn.working import PerGroupLinear, WorkingLinear, pad_to_align
 
 
 def test_initialisation_follows_the_paper():

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from foxhunt.agents.dqn.losses import HEADS, greedy_next_actions, take_action, target_distributions
-from foxhunt.agents.dqn.noisy import NoisyWeights, WorkingLinear
+from foxhunt.agents.dqn.noisy import NoisyWeights
+from foxhunt.agents.dqn.working import WorkingLinear
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec

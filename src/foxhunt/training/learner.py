@@ -317,7 +317,7 @@ class Learner:
         update's noise and working weights, an adaptive support's step, and the update's
         metrics summed.
 
-        The passes compute with working weights (`noisy.WorkingWeights`: mu + sigma * eps in
+        The passes compute with working weights (`working.WorkingWeights`: mu + sigma * eps in
         the pass's dtype), so the gradients arrive there; the parameters' are derived from them
         with this update's noise, before the noise drawn ahead replaces it. The next working
         weights are composed here, where the new parameters are in hand."""

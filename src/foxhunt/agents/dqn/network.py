@@ -17,16 +17,14 @@ from torch import Tensor, nn
 from foxhunt.agents.dqn.act_kernel import greedy_c51
 from foxhunt.agents.dqn.config import LAYOUT_FIELDS, AgentConfig
 from foxhunt.agents.dqn.noisy import (
-    ALIGN,
     GroupedLinear,
     NoisyLinear,
     NoisyWeights,
-    WorkingLinear,
-    WorkingWeights,
     draw_noise,
     fill_noise,
     scaled_noise,
 )
+from foxhunt.agents.dqn.working import ALIGN, WorkingLinear, WorkingWeights
 from foxhunt.errors import ConfigError
 
 
@@ -373,7 +371,7 @@ class BranchingQNetwork(nn.Module):
         self.draw_noise(generator)
         self.compose_working_weights("noisy")
 
-    # -- working weights (see `noisy.WorkingWeights`) -------------------------------------------
+    # -- working weights (see `working.WorkingWeights`) -------------------------------------------
 
     def working_layers(self) -> list[WorkingWeights]:
         """The layers that can compute with working weights: every noisy layer, the trunk's
