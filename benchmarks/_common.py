@@ -13,6 +13,7 @@ bottleneck). On the CPU each step is timed with `time.perf_counter`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import platform
@@ -114,7 +115,7 @@ def time_steps(
             events[i + 1].record()
         host_s = time.perf_counter() - start
         events[-1].synchronize()
-        samples = [a.elapsed_time(b) for a, b in zip(events, events[1:])]
+        samples = [a.elapsed_time(b) for a, b in itertools.pairwise(events)]
         return Timing(samples, events[0].elapsed_time(events[-1]) / 1e3, warmup, host_s)
     samples = []
     start = time.perf_counter()

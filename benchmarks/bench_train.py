@@ -487,18 +487,18 @@ def run(args: argparse.Namespace) -> dict:
             next(m for m in all_modes if m.name == main_mode), sizes, setup, device)
 
     notes = [
-        "Per-step times are gaps between CUDA events recorded after each step (CPU: "
+        ("Per-step times are gaps between CUDA events recorded after each step (CPU: "
         "perf_counter per step); updates_per_s and env_steps_per_s are throughput over the "
-        "whole timed block.",
-        "The replay is filled with synthetic transitions (valid bar indices, random actions, "
+        "whole timed block."),
+        ("The replay is filled with synthetic transitions (valid bar indices, random actions, "
         "rewards and priorities) via PrioritizedReplay.add; the update's cost depends on shapes "
-        "only.",
-        f"Targets are for the {TARGET_DEVICE} with the trainer's defaults (mode "
+        "only."),
+        (f"Targets are for the {TARGET_DEVICE} with the trainer's defaults (mode "
         f"{DEFAULT_MODE}: graphs, torch.compile, bf16 autocast); "
-        "target_met is reported for every mode on every device.",
-        "foxhunt's update does more work than SB3's: C51 (51 atoms) dueling branching heads, "
+        "target_met is reported for every mode on every device."),
+        ("foxhunt's update does more work than SB3's: C51 (51 atoms) dueling branching heads, "
         "noisy layers, double-DQN online+target forwards on the next state, an auxiliary head, "
-        "PER sampling and priority write-back, and a Polyak update every step.",
+        "PER sampling and priority write-back, and a Polyak update every step."),
     ]
     if not cuda:
         notes.append(f"CPU run: only {plan.update_iters} updates, {plan.collect_steps} collect "

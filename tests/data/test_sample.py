@@ -1,6 +1,6 @@
 """The bundled ES trades load exactly as converted from mlfinpy's CSV."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -12,7 +12,7 @@ CSV_TOTAL_VOLUME = 1_844_058
 
 
 def _ns(text: str) -> int:
-    d = datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    d = datetime.fromisoformat(text).replace(tzinfo=UTC)
     return int(d.timestamp()) * 1_000_000_000 + d.microsecond * 1_000
 
 

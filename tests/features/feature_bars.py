@@ -9,8 +9,8 @@ from unittest import mock
 import numpy as np
 
 from foxhunt.data.series import Bars
-from foxhunt.features.config import GROUPS, FeatureConfig
 from foxhunt.features import normalise, pipeline, rolling
+from foxhunt.features.config import GROUPS, FeatureConfig
 
 MINUTE = 60_000_000_000
 START_NS = 1_709_856_000 * 1_000_000_000  # 2024-03-08 00:00 UTC, two days before a US DST change

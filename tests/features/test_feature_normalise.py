@@ -7,12 +7,13 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from .feature_bars import every_group, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.errors import DataError
 from foxhunt.features import FeaturePipeline, Normaliser
 from foxhunt.features.normalise import rolling_zscore
+
+from .feature_bars import every_group, random_bars, small_chunks
 
 NAMES = ["a", "b", "c", "d", "e"]
 

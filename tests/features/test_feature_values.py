@@ -9,13 +9,14 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 import pytest
-from .feature_bars import MINUTE, every_group, random_bars, small_chunks
 
 from foxhunt.data.instruments import Session
 from foxhunt.data.series import Bars
 from foxhunt.errors import DataError
 from foxhunt.features import GROUPS, FeatureConfig, FeaturePipeline
 from foxhunt.features.calendar import SessionClock
+
+from .feature_bars import MINUTE, every_group, random_bars, small_chunks
 
 CHICAGO = Session(tz="America/Chicago", open="17:00", close="16:00")
 SMALL = every_group(returns_lags=[1, 2], vol_windows=[2, 3], volume_windows=[2],

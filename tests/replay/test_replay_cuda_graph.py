@@ -21,16 +21,16 @@ def filled_buffer() -> PrioritizedReplay:
     rb = PrioritizedReplay(cfg, n_envs=64, pos_dim=6, device="cuda")
     g, E = torch.Generator().manual_seed(0), 64
     for t in range(70):  # wraps the 50-slot ring
-        step = dict(
-            bar=torch.full((E,), t),
-            pos_state=torch.rand(E, 6, generator=g),
-            action=torch.randint(0, 3, (E, 3), generator=g),
-            reward=torch.randn(E, generator=g),
-            terminated=torch.rand(E, generator=g) < 0.1,
-            truncated=torch.rand(E, generator=g) < 0.1,
-            next_bar=torch.full((E,), t + 1),
-            next_pos_state=torch.rand(E, 6, generator=g),
-        )
+        step = {
+            "bar": torch.full((E,), t),
+            "pos_state": torch.rand(E, 6, generator=g),
+            "action": torch.randint(0, 3, (E, 3), generator=g),
+            "reward": torch.randn(E, generator=g),
+            "terminated": torch.rand(E, generator=g) < 0.1,
+            "truncated": torch.rand(E, generator=g) < 0.1,
+            "next_bar": torch.full((E,), t + 1),
+            "next_pos_state": torch.rand(E, 6, generator=g),
+        }
         rb.add(**{k: v.cuda() for k, v in step.items()})
     return rb
 

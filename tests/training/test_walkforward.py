@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,7 +48,7 @@ def test_windows_are_ordered_purged_and_inside_the_data(n_bars, folds, purge, an
         assert f.val.start - f.train.stop == purge
         assert f.test.start - f.val.stop == purge
         assert f.val.start < f.val.stop <= f.test.start < f.test.stop <= n_bars
-    for a, b in zip(out, out[1:]):
+    for a, b in itertools.pairwise(out):
         assert b.test.start >= a.test.stop  # test windows never overlap: each bar is tested once
 
 

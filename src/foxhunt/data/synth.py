@@ -54,7 +54,7 @@ def _to_ns(value: Any) -> Any:
         except ValueError:
             pass
         try:
-            return _to_ns(datetime.fromisoformat(text.replace("Z", "+00:00")))
+            return _to_ns(datetime.fromisoformat(text))
         except ValueError:
             raise ValueError(
                 f"start {value!r} is neither ns since the epoch nor an ISO time "

@@ -207,7 +207,7 @@ class PrioritizedReplay:
         (checking would need a host sync).
         """
         # Stratified: one uniform in each of batch_size equal slices of [0, 1).
-        f64 = dict(device=self.device, dtype=torch.float64)
+        f64 = {"device": self.device, "dtype": torch.float64}
         u = torch.rand(batch_size, generator=self.generator, **f64)
         u += torch.arange(batch_size, **f64)
         index, weight = self._draw(u / batch_size)
