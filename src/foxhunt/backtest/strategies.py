@@ -372,7 +372,7 @@ class GreedyAgent:
 
 
 def checkpoint_policy(
-    path: Path | str,
+    path: Path | str | PolicyCheckpoint,
     bars: Bars,
     instrument: Instrument,
     device: torch.device | str | None = None,
@@ -380,12 +380,13 @@ def checkpoint_policy(
     features: FeatureConfig | None = None,
     label: str | None = None,
 ) -> CheckpointPolicy:
-    """Load a walk-forward checkpoint and rebuild its exact features for `bars`.
+    """Load a walk-forward checkpoint (or take one loaded) and rebuild its exact features for
+    `bars`.
 
     `features` is the feature config the run was trained with (default: the one the checkpoint
     stores); the checkpoint's feature names must match what it builds.
     """
-    policy = load_policy(path)
+    policy = path if isinstance(path, PolicyCheckpoint) else load_policy(path)
     pipeline, normaliser = policy.features(instrument.session, features)
     matrix = pipeline.transform(bars, normaliser=normaliser)
     if device is not None:

@@ -110,16 +110,14 @@ def backtest(
         window = _window(frame, start, end)
         env_config = settings_of(ctx).settings.env
         if checkpoint is not None:
-            from foxhunt.features.config import FeatureConfig
             from foxhunt.report.run import BASELINES
-            from foxhunt.training.checkpoint import read_checkpoint
-            from foxhunt.training.config import TrainingSpec
+            from foxhunt.training.checkpoint import load_policy
 
-            payload = read_checkpoint(checkpoint)
-            env_config = TrainingSpec.model_validate(payload["spec"]).env
-            features = FeatureConfig.model_validate(
-                payload["extra"].get("feature_config", settings_of(ctx).settings.features.model_dump()))
-            policies = {"agent": checkpoint_policy(checkpoint, frame, instrument, dev, features=features)}
+            policy = load_policy(checkpoint)
+            env_config = policy.spec.env
+            features = (None if "feature_config" in policy.metadata  # else the settings' features
+                        else settings_of(ctx).settings.features)
+            policies = {"agent": checkpoint_policy(policy, frame, instrument, dev, features=features)}
             policies.update({s: parse_strategy(s) for s in BASELINES})
         else:
             policies = {s: parse_strategy(s) for s in strategy}
