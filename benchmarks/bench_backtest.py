@@ -73,7 +73,7 @@ from foxhunt.backtest.peer import (
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.synth import SynthConfig, generate
 from foxhunt.env import EnvConfig
-from foxhunt.env.vector_env import POS_STATE
+from foxhunt.env.observation import ObservationSpec
 from foxhunt.features import FeatureConfig, FeaturePipeline
 from foxhunt.training.checkpoint import save_checkpoint
 from foxhunt.training.config import TrainingSpec
@@ -101,8 +101,8 @@ def greedy(sizes: dict, device: torch.device, workdir: Path) -> dict:
     t0 = time.perf_counter()
     matrix = pipeline.transform(bars, fit_until=first + per)
     torch.manual_seed(SEED)
-    net = BranchingQNetwork(spec.env.window * matrix.n_features + len(POS_STATE), spec.agent,
-                            matrix.groups, spec.env.window, len(POS_STATE))
+    obs = ObservationSpec.of(spec.env, pipeline)
+    net = BranchingQNetwork(obs.size, spec.agent, matrix.groups, obs.window, obs.pos_dim)
     norm = matrix.normaliser
     path = save_checkpoint(
         workdir / "fold0.pt", net, spec.model_dump(mode="json"),
