@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 from foxhunt.errors import ConfigError
 
@@ -16,6 +18,26 @@ M = TypeVar("M", bound=BaseModel)
 
 class StrictConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+
+def _known_zone(v: str) -> str:
+    try:
+        ZoneInfo(v)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {v!r}") from None
+    return v
+
+
+def _hhmm(v: str) -> str:
+    if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", v):
+        raise ValueError(f"expected HH:MM, got {v!r}")
+    return v
+
+
+TimeZoneName = Annotated[str, AfterValidator(_known_zone)]
+"""An IANA time zone name (`America/Chicago`)."""
+ClockTime = Annotated[str, AfterValidator(_hhmm)]
+"""A time of day as HH:MM, 24-hour."""
 
 
 def read_toml(path: Path) -> dict[str, Any]:

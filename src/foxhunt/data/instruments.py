@@ -3,41 +3,21 @@
 from __future__ import annotations
 
 import math
-import re
 from importlib import resources
 from pathlib import Path
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import field_validator
 
-from foxhunt.configbase import StrictConfig, read_toml, validate_config
+from foxhunt.configbase import ClockTime, StrictConfig, TimeZoneName, read_toml, validate_config
 from foxhunt.errors import ConfigError, UnknownSymbolError
-
-_HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
 class Session(StrictConfig):
     """Daily trading session in `tz`; `open > close` means it runs overnight."""
 
-    tz: str = "UTC"
-    open: str = "00:00"
-    close: str = "00:00"
-
-    @field_validator("tz")
-    @classmethod
-    def _known_zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {v!r}") from None
-        return v
-
-    @field_validator("open", "close")
-    @classmethod
-    def _hhmm(cls, v: str) -> str:
-        if not _HHMM.match(v):
-            raise ValueError(f"expected HH:MM, got {v!r}")
-        return v
+    tz: TimeZoneName = "UTC"
+    open: ClockTime = "00:00"
+    close: ClockTime = "00:00"
 
     def minutes(self, which: str) -> int:
         h, m = getattr(self, which).split(":")

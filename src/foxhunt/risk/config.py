@@ -6,18 +6,14 @@ Per-instrument overrides sit under `[risk.instruments.SYMBOL]`.
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, model_validator
 
-from foxhunt.configbase import StrictConfig, read_toml, validate_config
+from foxhunt.configbase import ClockTime, StrictConfig, TimeZoneName, read_toml, validate_config
 from foxhunt.errors import ConfigError
-
-_HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 
 
 def _number_not_text(value: Any, info: ValidationInfo) -> Any:
@@ -88,8 +84,8 @@ class RiskConfig(StrictConfig):
     var_min_returns: Count = Field(
         default=100, ge=10, description="fewer returns in the window than this: VaR denies"
     )
-    day_tz: str = Field(default="America/Chicago", strict=True, description="zone of the trading day's close")
-    day_close: str = Field(default="16:00", strict=True, description="HH:MM: a new trading day starts here")
+    day_tz: TimeZoneName = Field(default="America/Chicago", strict=True, description="zone of the trading day's close")
+    day_close: ClockTime = Field(default="16:00", strict=True, description="HH:MM: a new trading day starts here")
     instruments: dict[str, InstrumentLimits] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -99,22 +95,6 @@ class RiskConfig(StrictConfig):
             raise ValueError("flatten_on_breach was replaced by on_breach = \"flatten\" (the "
                              "default) or \"reduce\"")
         return data
-
-    @field_validator("day_tz")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {v!r}") from None
-        return v
-
-    @field_validator("day_close")
-    @classmethod
-    def _hhmm(cls, v: str) -> str:
-        if not _HHMM.match(v):
-            raise ValueError(f"expected HH:MM, got {v!r}")
-        return v
 
 
 def load_risk_config(path: Path) -> RiskConfig:
