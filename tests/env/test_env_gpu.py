@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
+
+from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 
 pytestmark = pytest.mark.gpu
 N_BARS, N_ENVS = 400, 64

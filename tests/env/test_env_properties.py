@@ -8,12 +8,13 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from foxhunt.data.series import Bars
 from foxhunt.env import EnvConfig, MarketTensors, StepResult, TradingVecEnv
+
+from .env_builders import CHICAGO, SIZES_AND_STOPS, es, random_actions, random_bars
 
 PV, COMMISSION = 50.0, 2.25
 N_BARS, N_ENVS, N_STEPS = 64, 4, 48

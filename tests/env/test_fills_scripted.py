@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from .env_builders import MINUTE, SIZES_AND_STOPS, T0, scripted_env
 
 from foxhunt.data.instruments import Session
 from foxhunt.env.actions import contracts_for
 from foxhunt.env.config import EnvConfig
+
+from .env_builders import MINUTE, SIZES_AND_STOPS, T0, scripted_env
 
 ROWS = [
     (100.0, 101.0, 99.0, 100.0),

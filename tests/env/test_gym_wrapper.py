@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 from .env_builders import SIZES_AND_STOPS, es, random_bars
 
 pytest.importorskip("gymnasium")

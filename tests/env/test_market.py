@@ -6,12 +6,13 @@ import numpy as np
 import pydantic
 import pytest
 import torch
-from .env_builders import CHICAGO, bars_from_rows, es, random_bars
 
 from foxhunt.data.instruments import Session
 from foxhunt.env import CostModel, EnvConfig, MarketTensors, TradingVecEnv
 from foxhunt.env.market import average_true_range, dollar_volatility, session_ends
 from foxhunt.errors import ConfigError, DataError
+
+from .env_builders import CHICAGO, bars_from_rows, es, random_bars
 
 
 def utc(*stamps: str) -> np.ndarray:

@@ -10,7 +10,9 @@ cash (the env's flows: what fills paid and received, less commissions) and the a
 realised PnL (FIFO, before commission). The last bar's fills include the final flatten at its
 close. Average cost and FIFO split PnL differently between realised and open (after a partial
 reduce the env's average keeps both entries, the account's open lot is the later one); cash,
-position and equity at every close are the same in all books.
+position and equity at every close are the same in all books. Every case also runs off the
+grid, its prices moved by less than half a tick: kept off-grid bars trade at the nearest tick
+in every book, so the table's answers stand.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 
 from foxhunt.backtest.engine import Backtester, Job
 from foxhunt.backtest.strategies import ActionReplay
+from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Session
 from foxhunt.env import EnvConfig, MarketTensors, TradingVecEnv
 from foxhunt.env.fills import Book, CostModel, execute
@@ -51,7 +54,6 @@ class Case:
     books: dict[int, tuple[int, str, str, str]]  # bar -> (position, avg price, cash, realised)
     minutes: list[int] | None = None  # bar close times from T0 (default one a minute)
     env: dict = field(default_factory=dict)
-    on_grid: bool = True
 
 
 CASES = {
@@ -98,34 +100,26 @@ CASES = {
         books={1: (2, "100.50", "-10054.50", "0"), 2: (0, "0", "-9.00", "0"),
                3: (2, "101.75", "-10188.50", "0"), 4: (0, "0", "-85.00", "-62.50")},
     ),
-    "off the grid: entries at the opens, an add, a stop on the grid": Case(
-        bars=[(100.10, 101.10, 99.10, 100.10), (100.20, 101.10, 99.10, 100.60),
-              (100.70, 101.60, 99.60, 101.10), (101.30, 101.60, 98.60, 99.10),
-              (98.90, 99.90, 98.40, 99.40), (99.35, 99.90, 98.90, 99.65)],
-        actions=[LONG1_TIGHT, LONG2_TIGHT, LONG2_TIGHT, SHORT1, FLAT],
-        fills={1: [("market", 1, "100.45")], 2: [("market", 1, "100.95")],
-               3: [("stop", -2, "98.75")], 4: [("market", -1, "98.65")],
-               5: [("market", 1, "99.60")]},
-        books={1: (1, "100.45", "-5024.75", "0"), 2: (2, "100.70", "-10074.50", "0"),
-               3: (0, "0", "-204.00", "-195"), 4: (-1, "98.65", "4726.25", "-195"),
-               5: (0, "0", "-256.00", "-242.50")},
-        on_grid=False,
-    ),
-    "off the grid: a gap through the stop, the final flatten at the close": Case(
-        bars=[(100.10, 101.10, 99.10, 100.10), (100.10, 101.10, 99.10, 99.60),
-              (99.60, 100.60, 98.60, 99.10), (101.60, 102.10, 101.10, 101.85),
-              (101.85, 102.60, 101.10, 102.10)],
-        actions=[SHORT1_TIGHT, SHORT1_TIGHT, SHORT1_TIGHT, LONG1],
-        fills={1: [("market", -1, "99.85")], 3: [("stop", 1, "101.85")],
-               4: [("market", 1, "102.10"), ("close", -1, "101.85")]},
-        books={1: (-1, "99.85", "4990.25", "0"), 3: (0, "0", "-104.50", "-100"),
-               4: (0, "0", "-121.50", "-112.50")},
-        on_grid=False,
-    ),
 }
-OFF_GRID = pytest.mark.xfail(
-    strict=True, reason="the paper account records fill prices in whole ticks "
-    "(orders/events.py OrderFilled.price_ticks); it refuses bars off the grid")
+def jittered(case: Case) -> Case:
+    """`case` with every price moved off the grid by less than half a tick (order kept): kept
+    off-grid prices trade at the nearest tick (`data.grid.tradable`), so its fills and books
+    are the case's own."""
+    offsets = (0.05, 0.10, -0.10, -0.05)  # open, high, low, close; half an ES tick is 0.125
+    bars = [tuple(round(p + d, 2) for p, d in zip(row, offsets, strict=True)) for row in case.bars]
+    return Case(bars, case.actions, case.fills, case.books, case.minutes, case.env)
+
+
+CASES.update({f"off the grid: {name}": jittered(CASES[name]) for name in (
+    "flat to long, add, partial reduce, flip through zero, close to flat, final flatten",
+    "a long's stop hit inside the bar (trailed twice)",
+    "a short's stop gapped through: filled at the open",
+    "the session's close flattens, the next session re-enters")})
+
+
+def prices(bars):
+    """What the fills and marks are at (ES's 0.25 grid)."""
+    return tradable(bars, 0.25)
 
 
 def build(case: Case):
@@ -184,7 +178,7 @@ def test_the_envs_fills_and_book_are_the_tables(name):
             (r.order_price, r.stop_price, r.flatten_price), strict=True) if float(q)]
         book = Book(env._pos, env._avg, env._cash)
         if t == len(case.bars) - 1:  # the episode's end reset the env: its book from `r`
-            close = torch.tensor([bars.close[t]], dtype=F64)
+            close = torch.tensor([prices(bars).close[t]], dtype=F64)
             cash = r.equity - r.position * close * env.cost.point_value
             end = execute(Book(r.position, cash * 0, cash), -r.position, close, env.cost)
             got += [(t, "close", int(end.qty), float(end.price))] if float(end.qty) else []
@@ -206,8 +200,8 @@ def test_the_backtests_positions_and_equity_are_the_tables(name, direct):
     assert bt.engine["mode"] == ("direct" if direct and not stops else "lockstep")
     books = expected_books(case)
     np.testing.assert_array_equal(bt.position[1:], [b[0] for b in books])
-    equity = [cash + pos * c * 50.0 for (pos, _, cash, _, _), c in zip(books, bars.close[1:],
-                                                                        strict=True)]
+    equity = [cash + pos * c * 50.0 for (pos, _, cash, _, _), c in zip(
+        books, prices(bars).close[1:], strict=True)]
     np.testing.assert_allclose(bt.equity[1:] - 100_000.0, equity, rtol=0, atol=0.005)
 
 
@@ -216,7 +210,8 @@ def test_the_paper_mirror_is_the_env_to_the_bit(name):
     """`EnvMirror` fed the table's fills keeps the env's book, stop and position features bit
     for bit (the same `env.fills` functions on floats), and the table's book."""
     case = CASES[name]
-    env, bars, inst, cfg = scripted(case)
+    env, stored, inst, cfg = scripted(case)
+    bars = prices(stored)
     mirror = EnvMirror(cfg, CostModel.from_instrument(inst, cfg.slippage_ticks), len(bars.ts) - 1)
     atr, scale = average_true_range(bars, cfg.atr_window, inst.tick_size), env.market.reward_scale
     last = len(bars.ts) - 1
@@ -237,8 +232,7 @@ def test_the_paper_mirror_is_the_env_to_the_bit(name):
         assert np.array_equal(np.float32(state), r.next_pos_state[0].numpy())
 
 
-@pytest.mark.parametrize("name", [name if case.on_grid else pytest.param(name, marks=OFF_GRID)
-                                  for name, case in CASES.items()])
+@pytest.mark.parametrize("name", CASES)
 def test_paper_fills_and_its_account_are_the_tables(name):
     """The paper loop (OMS, simulated venue, event log) fills as the table says; its mirror
     keeps the table's book and its account (FIFO, Decimal) the table's position, realised PnL
@@ -263,5 +257,5 @@ def test_paper_fills_and_its_account_are_the_tables(name):
     for t, ((book, pos, realised, equity), want) in enumerate(zip(seen, books, strict=True), 1):
         assert_book(book, want, f"bar {t}")
         assert (pos, realised) == (want[0], Decimal(want[3])), f"bar {t}"
-        mark = Decimal(repr(float(bars.close[t])))
+        mark = Decimal(repr(float(prices(bars).close[t])))
         assert equity == Decimal(want[4]) + pos * mark * 50, f"bar {t}"

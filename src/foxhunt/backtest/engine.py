@@ -51,6 +51,7 @@ from torch import Tensor
 
 from foxhunt.backtest.results import RECORD, BacktestResult, Record, assemble
 from foxhunt.backtest.strategies import PolicySpec, TablePolicy
+from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.devices import float32_matmul_precision, resolve_device
@@ -131,6 +132,7 @@ class Backtester:
         if not capital > 0:
             raise ConfigError(f"capital must be > 0, got {capital}")
         self.bars, self.instrument, self.costs, self.capital = bars, instrument, costs, capital
+        self.prices = tradable(bars, instrument.tick_size)  # what fills and marks are at
         self.periods_per_year = periods_per_year
         self.device = resolve_device(device)
         cuda = self.device.type == "cuda"
@@ -170,7 +172,7 @@ class Backtester:
                 return torch.tensor(np.asarray(a, dtype=np.float64), device=self.device)
 
             self._price_cache = {
-                "open": f64(self.bars.open), "close": f64(self.bars.close),
+                "open": f64(self.prices.open), "close": f64(self.prices.close),
                 "session_end": torch.as_tensor(session_ends(self.bars.ts, self.instrument.session),
                                                device=self.device)}
         return self._price_cache
@@ -228,7 +230,7 @@ class Backtester:
         with _one_host_thread(torch.device("cpu")):
             ends = self._final_flatten(plans, records)
             return [
-                assemble(p.job.name, self.bars, self.instrument, p.first, p.stop, rec, end,
+                assemble(p.job.name, self.prices, self.instrument, p.first, p.stop, rec, end,
                          self.cost, self.capital, self.costs, inf, self.periods_per_year)
                 for p, rec, end, inf in zip(plans, records, ends, info, strict=True)
             ]
@@ -327,7 +329,7 @@ class Backtester:
     def _final_flatten(self, plans: list[_Plan], records: list[Record]) -> list[dict]:
         """Market-on-close of each job's open position at its last bar, through the fill model."""
         pos = torch.tensor([r["position"][-1] for r in records], dtype=torch.float64)
-        close = torch.tensor([self.bars.close[p.stop - 1] for p in plans], dtype=torch.float64)
+        close = torch.tensor([self.prices.close[p.stop - 1] for p in plans], dtype=torch.float64)
         fill = fills.close_out(pos, close, self.cost)
         return [{"qty": float(q), "price": float(px), "cost": float(c)}
                 for q, px, c in zip(fill.qty, fill.price, fill.cost, strict=True)]

@@ -6,8 +6,9 @@ policy decides what happens to the ones off it:
 - ``error`` (the default): refuse the file, naming the first offending row and how many there
   are, and saying which policy to choose;
 - ``snap``: round every price to the nearest tick (OHLC order survives: rounding is monotone);
-- ``keep``: store them as they are, for data that is not exchange-native. Fills are never
-  rounded (`env.fills.fill_price`), so kept prices trade where they are, costs stay costs.
+- ``keep``: store them as they are, for data that is not exchange-native. Features read them
+  as they are; fills and marks, in the env, backtest and paper alike, are at the nearest tick
+  (`tradable`): a venue prints on its grid, and the event log records prices in whole ticks.
 The store records the policy and the count with the import (`MarketStore.imports`).
 """
 
@@ -54,6 +55,16 @@ def off_grid_mask(prices: np.ndarray, tick_size: float) -> np.ndarray:
 
 def snap(prices: np.ndarray, tick_size: float) -> np.ndarray:
     return np.round(np.asarray(prices, dtype=np.float64) / tick_size) * tick_size
+
+
+def tradable(bars: Bars, tick_size: float) -> Bars:
+    """The prices fills and marks use: each price off the grid at its nearest tick, every
+    other as it is (bit for bit: `bars` itself when all are on the grid)."""
+    cols = {k: getattr(bars, k) for k in ("open", "high", "low", "close")}
+    masks = {k: off_grid_mask(v, tick_size) for k, v in cols.items()}
+    if not any(m.any() for m in masks.values()):
+        return bars
+    return replace(bars, **{k: np.where(masks[k], snap(v, tick_size), v) for k, v in cols.items()})
 
 
 def check_bars(bars: Bars, tick_size: float, policy: OffGrid, source: str) -> tuple[Bars, GridCheck]:

@@ -70,9 +70,8 @@ class Fill(NamedTuple):
 def fill_price(ref: Tensor, qty: Tensor, cost: CostModel, xp=torch) -> Tensor:
     """`ref` moved `slippage` whole ticks against the side of `qty`, and nothing else: the price
     is never rounded, so a fill's cost (`execute`) is its slippage and commission alone, >= 0,
-    and without costs a fill is at `ref` exactly. Prices on the tick grid (exchange data, stop
-    levels) stay on it; prices imported off it (`foxhunt data import --off-grid keep`, e.g. spot
-    FX) are filled where they are."""
+    and without costs a fill is at `ref` exactly. References are on the tick grid (the market's
+    prices are `data.grid.tradable`, stop levels are placed on it), so fills stay on it."""
     return ref + xp.sign(qty) * (cost.slippage_whole_ticks * cost.tick_size)
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument, Session
 from foxhunt.data.series import NS, Bars
 from foxhunt.env.config import EnvConfig
@@ -26,6 +27,8 @@ class MarketTensors:
 
     `atr[t]` and `reward_scale[t]` use bars <= t only. `session_end[t]` says bar t is the last
     bar of its trading session; it comes from timestamps and the exchange calendar, never prices.
+    Prices are the tradable ones (`data.grid.tradable`: on the tick grid); the features are
+    computed from the bars as stored.
     """
 
     features: Tensor  # [T, F] float32
@@ -57,20 +60,21 @@ class MarketTensors:
         if len(bars) < 2:
             raise DataError(f"the env needs at least 2 bars, got {len(bars)}")
         floor = config.reward_scale_floor_ticks * instrument.tick_value
+        prices = tradable(bars, instrument.tick_size)
 
         def f64(a: np.ndarray) -> Tensor:
             return torch.tensor(np.asarray(a, dtype=np.float64), device=device)
 
         return cls(
             features=feats.to(device).contiguous(),
-            open=f64(bars.open),
-            high=f64(bars.high),
-            low=f64(bars.low),
-            close=f64(bars.close),
-            atr=f64(average_true_range(bars, config.atr_window, instrument.tick_size)),
+            open=f64(prices.open),
+            high=f64(prices.high),
+            low=f64(prices.low),
+            close=f64(prices.close),
+            atr=f64(average_true_range(prices, config.atr_window, instrument.tick_size)),
             reward_scale=f64(
                 dollar_volatility(
-                    bars.close, config.reward_vol_window, instrument.point_value, floor
+                    prices.close, config.reward_vol_window, instrument.point_value, floor
                 )
             ),
             session_end=torch.as_tensor(session_ends(bars.ts, instrument.session), device=device),

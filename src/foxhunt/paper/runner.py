@@ -40,12 +40,13 @@ from typing import Any
 import numpy as np
 
 from foxhunt.backtest.trades import EXIT_REASONS, Trades, extract_trades
+from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
 from foxhunt.env.config import EnvConfig
 from foxhunt.env.fills import CostModel
 from foxhunt.env.market import average_true_range, dollar_volatility, session_ends
-from foxhunt.errors import ConfigError, DataError
+from foxhunt.errors import ConfigError
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.execution.store import EventLogError, EventStore
@@ -122,19 +123,6 @@ def _column(values: np.ndarray, dtype: type) -> memoryview:
 
 def _sign(x: float) -> int:
     return (x > 0) - (x < 0)
-
-
-def check_on_grid(bars: Bars, contract: Contract, lo: int, hi: int) -> None:
-    """The venue fills in whole ticks; the env fills at the bars' prices: they agree only when
-    the bars are on the tick grid."""
-    tick = float(contract.tick_size)
-    for name in ("open", "high", "low", "close"):
-        col = getattr(bars, name)[lo:hi]
-        off = np.abs(col / tick - np.round(col / tick)) > 1e-6
-        if off.any():
-            row = lo + int(np.argmax(off))
-            raise DataError(f"bar {row}: {name} {col[row - lo]} is off the {contract.tick_size} "
-                            f"tick grid of {contract.symbol}; paper trading fills in whole ticks")
 
 
 def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str, *,
@@ -222,14 +210,15 @@ class PaperTrader:
         self.steps = self.hi - 1 - self.first
         if isinstance(decider, AgentDecider):
             decider.set_steps(self.steps)
-        self.atr = average_true_range(bars, env.atr_window, instrument.tick_size)
+        prices = tradable(bars, instrument.tick_size)  # what the env trades (MarketTensors)
+        self.atr = average_true_range(prices, env.atr_window, instrument.tick_size)
         floor = env.reward_scale_floor_ticks * instrument.tick_value
-        self.scale = dollar_volatility(bars.close, env.reward_vol_window, instrument.point_value,
+        self.scale = dollar_volatility(prices.close, env.reward_vol_window, instrument.point_value,
                                        floor)
         self.session_end = session_ends(bars.ts, instrument.session)
         # the per-bar reads as Python numbers without numpy scalars (zero-copy views)
         self._ts, self._opens, self._highs, self._lows, self._closes = (
-            _column(bars.ts, np.int64), *(_column(getattr(bars, k), np.float64)
+            _column(bars.ts, np.int64), *(_column(getattr(prices, k), np.float64)
                                           for k in ("open", "high", "low", "close")))
         self._atr, self._scale = _column(self.atr, np.float64), _column(self.scale, np.float64)
         self._session_end = _column(self.session_end, np.bool_)
@@ -253,7 +242,6 @@ class PaperTrader:
         if hi - first < 2:
             raise ConfigError(f"paper window [{lo}, {hi}) leaves no decision: {decider.label} "
                               f"acts from bar {decider.first}; widen the window")
-        check_on_grid(bars, contract, first, hi)
         return first
 
     # --- start, reconcile -----------------------------------------------------------------
