@@ -24,9 +24,10 @@ Tolerances, as fractions of the C51 support's width (v_max - v_min):
   support), 2-9e-8 at their initial size. MARGIN's certificate needs it well below MARGIN.
 - Numba vs torch float64: below 1e-10. Numba computes in float64 from torch's float32 weights
   (exact in float64), so only float64 rounding is left: measured at most 5e-15.
-- Triton vs torch: below 5e-7 (1e-5 for [-10, 10]): the same float32 softmax and expectation
+- Triton vs torch: below 1e-6 (2e-5 for [-10, 10]): the same float32 softmax and expectation
   over at most 51 atoms, summed in another order: a few float32 rounding steps of the support's
-  largest value (ulp(10) = 9.5e-7); measured at most 2.4e-7 interpreted.
+  largest value (ulp(10) = 9.5e-7); measured at most 2.4e-7 interpreted, and 5.7e-7 compiled on
+  an H200 (1 value in 90,000 above 5e-7, over 10,000 rows of a 51-atom head).
 - Actions: equal wherever torch's best action leads its runner-up by more than twice the path's
   Q tolerance (so that no rounding can reorder them). On exact ties torch and Triton pick the
   lowest action; Numba declines and the paper decider asks torch.
@@ -63,7 +64,7 @@ POS = 6  # the env's position features, after the window's market features
 
 NUMBA_TOL = MARGIN / 10
 NUMBA_F64_TOL = 1e-10
-TRITON_TOL = 5e-7
+TRITON_TOL = 1e-6
 """Q tolerances as fractions of the support's width; see the module's docstring."""
 
 

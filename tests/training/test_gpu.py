@@ -150,11 +150,11 @@ def test_side_streams_change_no_result(tmp_path):
         torch.cuda.synchronize()
         runs.append(lr)
     one, side = runs
-    for (name, a), (_, b) in zip(one.online.state_dict().items(), side.online.state_dict().items()):
+    for (name, a), (_, b) in zip(one.learner.online.state_dict().items(), side.learner.online.state_dict().items()):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
-    torch.testing.assert_close(side.replay.priority_alpha, one.replay.priority_alpha,
+    torch.testing.assert_close(side.learner.replay.priority_alpha, one.learner.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
-    torch.testing.assert_close(side.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)
+    torch.testing.assert_close(side.learner.update_acc, one.learner.update_acc, rtol=1e-3, atol=1e-5)
 
 
 def test_collect_blocks_store_what_single_steps_store(tmp_path):
@@ -169,10 +169,10 @@ def test_collect_blocks_store_what_single_steps_store(tmp_path):
         runs.append(lr)
     one, blocks = runs
     for name in ("bar", "action", "reward", "terminated", "truncated", "next_bar"):
-        torch.testing.assert_close(getattr(blocks.replay, name), getattr(one.replay, name),
+        torch.testing.assert_close(getattr(blocks.learner.replay, name), getattr(one.learner.replay, name),
                                    msg=f"replay.{name} differs")
-    assert torch.equal(blocks.replay.cursor, one.replay.cursor)
-    assert blocks.read_metrics() == one.read_metrics()
+    assert torch.equal(blocks.learner.replay.cursor, one.learner.replay.cursor)
+    assert blocks.learner.read_metrics() == one.learner.read_metrics()
 
 
 def test_update_blocks_train_as_single_updates(tmp_path):
@@ -189,13 +189,13 @@ def test_update_blocks_train_as_single_updates(tmp_path):
         assert lr.update_block.captured == (block > 1)
         runs.append(lr)
     one, blocks = runs
-    for (name, a), (_, b) in zip(one.online.state_dict().items(),
-                                 blocks.online.state_dict().items()):
+    for (name, a), (_, b) in zip(one.learner.online.state_dict().items(),
+                                 blocks.learner.online.state_dict().items()):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
-    torch.testing.assert_close(blocks.replay.priority_alpha, one.replay.priority_alpha,
+    torch.testing.assert_close(blocks.learner.replay.priority_alpha, one.learner.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
-    torch.testing.assert_close(blocks.update_acc, one.update_acc, rtol=1e-3, atol=1e-5)
-    assert blocks.update_acc[-1].item() == one.update_acc[-1].item() == 28
+    torch.testing.assert_close(blocks.learner.update_acc, one.learner.update_acc, rtol=1e-3, atol=1e-5)
+    assert blocks.learner.update_acc[-1].item() == one.learner.update_acc[-1].item() == 28
 
 
 def test_replayed_graphs_keep_the_working_weights_composed(tmp_path):
@@ -233,9 +233,9 @@ def test_the_fused_c51_loss_compiles_and_trains_as_its_torch_reference(tmp_path,
         plain = run("reference")
     fused = run("triton")
     assert fused.compiled and fused.update.captured
-    for (name, a), (_, b) in zip(plain.online.state_dict().items(), fused.online.state_dict().items()):
+    for (name, a), (_, b) in zip(plain.learner.online.state_dict().items(), fused.learner.online.state_dict().items()):
         torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4, msg=f"{name} differs")
-    torch.testing.assert_close(fused.replay.priority_alpha, plain.replay.priority_alpha,
+    torch.testing.assert_close(fused.learner.replay.priority_alpha, plain.learner.replay.priority_alpha,
                                rtol=1e-3, atol=1e-5)
 
 
@@ -246,7 +246,7 @@ def test_replayed_graphs_step_the_weight_average(tmp_path):
     spec = tiny_spec(performance={"cuda_graphs": True, "updates_per_graph": 1},
                      average_epochs=2.0)
     trainer = WalkForwardTrainer(spec, market.bars, pipeline(), instrument(), tmp_path, CUDA)
-    lr = trainer.start_fold(trainer.folds[0]).learner
+    lr = trainer.start_fold(trainer.folds[0]).steps
     start = flat_params(lr.learner.averaged)
     lr.run_collect(8)
     lr.run_updates(40)
