@@ -338,7 +338,8 @@ class SimulatedVenue:
 
     def _report(self, report: v.VenueReport) -> None:
         """Journal a report, apply it to the venue's record, queue it for the OMS."""
-        self._write("report", **_report_json(report))
+        if self._journal is not None:  # built only when written: a replay's hot path
+            self._write("report", **_report_json(report))
         self._effect(report)
         self._history.append(report)
         self._queue.append(report)
@@ -382,7 +383,8 @@ class SimulatedVenue:
         accepted = v.Accepted(client_order_id=order.client_order_id, ts_ns=order.ts_last,
                               venue_order_id=vid)
         # the order and its acceptance in one line: a crash keeps both or neither
-        self._write("order", order=_resting_json(rest), report=asdict(accepted))
+        if self._journal is not None:
+            self._write("order", order=_resting_json(rest), report=asdict(accepted))
         self._resting[order.client_order_id] = rest
         self.known.add(order.client_order_id)
         self._history.append(accepted)
