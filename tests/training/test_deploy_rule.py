@@ -1,10 +1,12 @@
 """The deploy rule: a fold deploys its agent only if the chosen epoch's validation returns beat
-flat significantly (probabilistic Sharpe ratio >= `[walkforward] deploy_min_psr`); otherwise its
-test result is flat's, and it says so. The decision reads validation only."""
+the expected best of its epochs without skill (deflated Sharpe ratio >= `[walkforward]
+deploy_min_psr`); otherwise its test result is flat's, and it says so. The decision reads
+validation only."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from foxhunt.data.series import Bars
+from foxhunt.metrics import expected_max_sharpe
 from foxhunt.training.checkpoint import read_checkpoint
 from foxhunt.training.evaluate import rollout, rollouts
 from foxhunt.training.trainer import WalkForwardTrainer
@@ -106,12 +109,22 @@ def test_the_level_is_the_deploy_min_psr_key(market, tmp_path):
 
 
 def test_a_trained_agent_is_judged_by_the_same_rule(market, tmp_path):
-    trainer = WalkForwardTrainer(spec(epochs=2, folds=2), market.bars, pipeline(), instrument(),
+    """The deflated rule over the fold's epochs: the chosen epoch's validation Sharpe against
+    the expected best of its epochs without skill, from their own validation Sharpes."""
+    trainer = WalkForwardTrainer(spec(epochs=3, folds=2), market.bars, pipeline(), instrument(),
                                  tmp_path, CPU)
-    for report in trainer.run().folds:
-        psr = report.val["psr"]
-        edge = psr is not None and psr >= 0.95
+    folds = trainer.run().folds
+    lines = [json.loads(x) for x in (tmp_path / "run.jsonl").read_text().splitlines()]
+    for report, doc in zip(folds, json.loads((tmp_path / "folds.json").read_text()), strict=True):
+        sharpes = [e["val"]["sr"] for e in lines if e["fold"] == report.fold]
+        deploy, ppy = report.deploy, (report.val["sharpe"] / report.val["sr"]) ** 2
+        assert doc["deploy"] == deploy and deploy["candidates"] == 3 == len(sharpes)
+        assert deploy["rule"] == "deflated" and deploy["sharpe"] == pytest.approx(report.val["sharpe"])
+        sr0 = expected_max_sharpe(3, float(np.var(sharpes, ddof=1)))
+        assert deploy["sr0"] == pytest.approx(sr0 * math.sqrt(ppy))
+        edge = deploy["p"] is not None and deploy["p"] >= 0.95
         assert report.deployed == ("agent" if edge else "flat")
+        assert report.row()["deploy_p"] == deploy["p"]
         if not edge:
             assert report.test == report.baselines["flat"]
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from foxhunt.metrics import expected_max_sharpe, probabilistic_sharpe, psr, sharpe_estimate
 from foxhunt.training.verdict import (
     COLLAPSED_FLAT,
     CONCENTRATED,
@@ -15,9 +17,11 @@ from foxhunt.training.verdict import (
     DIVERGING_GROWTH,
     GROWTH_FLOOR,
     NO_EDGE,
+    DeployTest,
     Opportunity,
     dead_exploration,
     deploy_decision,
+    deploy_test,
     diverging,
     fold_verdict,
     health_notes,
@@ -28,15 +32,71 @@ def window(sharpe: float, psr: float | None, flat: float = 0.3) -> dict:
     return {"sharpe": sharpe, "psr": psr, "flat": flat, "trades": 12, "bars": 400}
 
 
-@pytest.mark.parametrize("psr, level, expected", [
+@pytest.mark.parametrize("p, level, expected", [
     (0.99, 0.95, "agent"), (0.95, 0.95, "agent"), (0.9499, 0.95, "flat"), (0.31, 0.95, "flat"),
     (None, 0.95, "flat"), (None, 0.0, "agent"), (0.0, 0.0, "agent"),
 ])
-def test_deploy_decision_is_the_validation_psr_against_the_level(psr, level, expected):
-    deployed, why = deploy_decision(psr, level)
+@pytest.mark.parametrize("rule", ["deflated", "psr"])
+def test_deploy_decision_is_the_rules_probability_against_the_level(p, level, expected, rule):
+    deployed, why = deploy_decision(DeployTest(rule, 20, 0.01, 0.004, p), level, 252.0)
     assert deployed == expected
     assert f"deploy_min_psr {level:g}" in why
     assert why.startswith(NO_EDGE) == (expected == "flat")
+    assert ("DSR" if rule == "deflated" else "PSR") in why
+    assert ("expected best of 20 epochs" in why) == (rule == "deflated")
+
+
+def test_the_psr_rule_is_the_plain_psr_against_flat():
+    r = np.random.default_rng(0).normal(0.01, 1.0, 500)
+    test = deploy_test(r, [0.3, -0.2, 0.01], "psr")
+    assert test.sr0 == 0.0 and test.candidates == 3
+    assert test.p == pytest.approx(probabilistic_sharpe(r), abs=1e-12)
+
+
+def test_the_deflated_rule_beats_the_expected_best_of_the_candidates():
+    """sr0 is the expected maximum of N no-skill Sharpes with the candidates' spread
+    (`metrics.expected_max_sharpe`); equal candidates (no spread) leave the plain PSR."""
+    r = np.random.default_rng(1).normal(0.05, 1.0, 2_000)
+    candidates = [0.01, 0.05, -0.02, 0.03, 0.0]
+    test = deploy_test(r, candidates, "deflated")
+    assert test.sr0 == pytest.approx(expected_max_sharpe(5, float(np.var(candidates, ddof=1))))
+    e = sharpe_estimate(r)
+    assert test.sharpe == pytest.approx(e.sr)
+    assert test.p == pytest.approx(psr(e.sr, e.n, e.skew, e.kurtosis, test.sr0), abs=1e-12)
+    assert test.p < probabilistic_sharpe(r)
+    same = deploy_test(r, [0.04] * 5, "deflated")
+    assert same.sr0 == 0.0 and same.p == pytest.approx(probabilistic_sharpe(r), abs=1e-12)
+    assert deploy_test(np.zeros(50), candidates, "deflated").p is None  # never in the market
+
+
+def best_of(rng, n: int, bars: int, sr: float) -> tuple[np.ndarray, list[float]]:
+    """The best of `n` candidates' return series (true per-bar Sharpe `sr` each), and all `n`
+    Sharpes: a fold's epochs judged on one validation window."""
+    series = rng.normal(sr, 1.0, (n, bars))
+    sharpes = series.mean(axis=1) / series.std(axis=1, ddof=1)
+    return series[int(np.argmax(sharpes))], list(sharpes)
+
+
+def test_the_best_of_twenty_no_skill_candidates_rarely_deploys():
+    """Picking the best of 20 candidates with no edge passes the plain PSR >= 0.95 in most
+    folds; the deflated rule passes it in about 5% of them, as its level says."""
+    rng, trials = np.random.default_rng(7), 400
+    passed = {"psr": 0, "deflated": 0}
+    for _ in range(trials):
+        returns, sharpes = best_of(rng, 20, 2_000, 0.0)
+        for rule in passed:
+            passed[rule] += deploy_decision(deploy_test(returns, sharpes, rule), 0.95, 252.0)[0] == "agent"
+    assert passed["psr"] / trials > 0.5
+    assert passed["deflated"] / trials <= 0.05  # measured 0.25% (PSR: 63%)
+
+
+def test_a_real_edge_still_deploys_under_the_deflated_rule():
+    """Candidates with a true per-bar Sharpe of 0.1 over 2,000 bars (t ~ 4.5) deploy in nearly
+    every fold."""
+    rng, trials = np.random.default_rng(8), 200
+    deployed = sum(deploy_decision(deploy_test(*best_of(rng, 20, 2_000, 0.1), "deflated"),
+                                   0.95, 252.0)[0] == "agent" for _ in range(trials))
+    assert deployed / trials >= 0.95
 
 
 def test_a_deployed_fold():

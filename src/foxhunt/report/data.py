@@ -36,6 +36,8 @@ class Fold:
     deployed: str | None = None
     """"agent" or "flat" (the deploy rule); None for runs from before the rule."""
     verdict: str | None = None
+    deploy: dict[str, Any] = field(default_factory=dict)
+    """The deploy rule's figures: rule, candidates, sharpe, sr0 (annualised), p."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,7 @@ def _fold(raw: Any, where: str) -> Fold:
         baselines=baselines,
         deployed=_optional_text(d, "deployed", where),
         verdict=_optional_text(d, "verdict", where),
+        deploy=_metric_dict(d.get("deploy") or {}, f"{where}.deploy"),
     )
 
 

@@ -87,7 +87,7 @@ def run_report_data(run_dir: Path, per_fold: list[list[BacktestResult]]) -> dict
         "symbol": source["symbol"],
         "bars": source["bars"],
         "folds": [{k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines",
-                                        "deployed", "verdict") if k in fold}
+                                        "deployed", "deploy", "verdict") if k in fold}
                   for fold in docs["folds.json"]],
         "training": docs["training"],
         "series": series,

@@ -108,6 +108,18 @@ def _beats_baselines(f: Fold) -> bool | None:
     return bool(agent[0] > max(others))
 
 
+def _deploy_cell(deploy: dict[str, Any]) -> str:
+    """The deploy rule's probability, with what it was against in the cell's title."""
+    p = deploy.get("p")
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return f"<td class=num>{DASH}</td>"
+    title = f"P(true Sharpe > 0) ({deploy.get('rule', 'psr')})"
+    if deploy.get("rule") == "deflated":
+        title = (f"P(true Sharpe > {deploy.get('sr0', math.nan):.1f}), the expected best of "
+                 f"{deploy.get('candidates', 0):g} epochs without skill (deflated Sharpe ratio)")
+    return f'<td class=num title="{escape(title)}">{p:.2f}</td>'
+
+
 def folds_section(data: ReportData) -> str:
     folds = sorted(data.folds, key=lambda f: f.fold)
     if not folds:
@@ -126,7 +138,7 @@ def folds_section(data: ReportData) -> str:
     head = (
         "<tr><th>Fold</th>"
         + "".join(f"<th>{escape(label(w))} window</th>" for w in wins)
-        + "<th class=num>Best epoch</th><th>Deployed</th>"
+        + "<th class=num>Best epoch</th><th>Deployed</th><th class=num>Deploy P</th>"
         + "".join(f"<th class=num>{t}</th>" for _, _, t in cols)
         + "</tr>"
     )
@@ -142,13 +154,14 @@ def folds_section(data: ReportData) -> str:
         cells.append(_num_cell(fmt_integer(f.best_epoch)))
         deployed = {"agent": "agent", "flat": "no edge: flat"}.get(f.deployed or "", DASH)
         cells.append(f'<td title="{escape(f.verdict or "")}">{escape(deployed)}</td>')
+        cells.append(_deploy_cell(f.deploy))
         for part, name, _ in cols:
             v = pick(getattr(f, part), name)
             signed = name not in ("trades", "max_drawdown")
             cells.append(_num_cell(fmt_metric(name, v), _sign_class(v) if signed else ""))
         rows.append("<tr>" + "".join(cells) + "</tr>")
     if len(folds) > 1:
-        cells = ["<td>Mean</td>"] + ["<td></td>"] * (len(wins) + 2)
+        cells = ["<td>Mean</td>"] + ["<td></td>"] * (len(wins) + 3)
         for part, name, _ in cols:
             mean = _mean(pick(getattr(f, part), name) for f in folds)
             cells.append(_num_cell(fmt_metric(name, mean)))

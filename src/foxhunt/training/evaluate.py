@@ -63,14 +63,21 @@ class WindowResult:
     flat_fraction: float
     psr: float | None  # P(true Sharpe > 0) from the per-bar returns; None if constant
     estimate: SharpeEstimate | None  # per-bar Sharpe, n, skew, kurtosis: for comparing windows
+    periods_per_year: float  # what `sharpe` is annualised with
 
     @property
     def trade_rate(self) -> float:
         """Closed trades per bar."""
         return self.trades / self.pnl.size if self.pnl.size else 0.0
 
+    @property
+    def per_bar_sharpe(self) -> float:
+        """Not annualised; 0 for constant returns (a flat policy's)."""
+        return 0.0 if self.estimate is None else self.estimate.sr
+
     def summary(self) -> dict[str, float | int | None]:
-        return {"sharpe": self.sharpe, "psr": self.psr, "return": self.total_return,
+        return {"sharpe": self.sharpe, "psr": self.psr, "sr": self.per_bar_sharpe,
+                "return": self.total_return,
                 "pnl": self.total_pnl, "max_drawdown": self.max_drawdown, "trades": self.trades,
                 "trade_rate": self.trade_rate, "flat": self.flat_fraction,
                 "bars": int(self.pnl.size)}
@@ -283,7 +290,7 @@ def _result(market: MarketTensors, window: Window, starts: np.ndarray, steps: in
         total_return=total_return(r),
         max_drawdown=drawdown(compounded_equity(r)).depth,
         flat_fraction=float((pos == 0).mean()) if pos.size else 1.0,
-        psr=probabilistic_sharpe(r), estimate=sharpe_estimate(r),
+        psr=probabilistic_sharpe(r), estimate=sharpe_estimate(r), periods_per_year=ppy,
     )
 
 

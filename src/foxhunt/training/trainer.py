@@ -5,8 +5,9 @@ for, split evenly over `epochs` (`TrainConfig.budget`).
 
 Per fold the normaliser is fitted on the training window, the market handed to each phase ends
 at the last bar that phase may see, and the model with the best validation Sharpe is kept. The
-fold deploys it only if its validation returns beat flat with probabilistic Sharpe ratio
-`[walkforward] deploy_min_psr`, else it deploys flat (`verdict.deploy_decision`); the test
+fold deploys it only if its validation returns beat, with probability `[walkforward]
+deploy_min_psr`, the Sharpe the best of its epochs would show without skill (`deploy_rule`
+"deflated"; `verdict.deploy_test`), else it deploys flat (`verdict.deploy_decision`); the test
 window is evaluated once, with what was deployed, for the report. Nothing reads the test window
 before that, and nothing from fold k reaches fold k+1 (`fold_state.FOLD_BOUNDARY`).
 
@@ -63,6 +64,7 @@ from foxhunt.training.verdict import (
     NO_EDGE,
     Opportunity,
     deploy_decision,
+    deploy_test,
     fold_verdict,
     health_notes,
 )
@@ -112,11 +114,15 @@ class FoldReport:
     """Where the fold deployed flat: what the chosen model would have done on the test window,
     for research only (the deploy decision never sees it); None where the agent was deployed
     (`test` is then its result)."""
+    deploy: dict[str, Any] | None = None  # the deploy rule's figures (`verdict.DeployTest.doc`)
 
     def row(self) -> dict[str, Any]:
         test, held = self.test or {}, self.baselines.get("buy_and_hold", {})
+        deploy = self.deploy or {}
         return {"fold": self.fold, "best_epoch": self.best_epoch,
                 "val_sharpe": self.val["sharpe"], "val_psr": self.val["psr"],
+                "candidates": deploy.get("candidates"), "val_sr0": deploy.get("sr0"),
+                "deploy_p": deploy.get("p"),
                 "deployed": "agent" if self.deployed == "agent" else NO_EDGE,
                 "test_sharpe": test.get("sharpe"),
                 "test_return": test.get("return"), "test_max_drawdown": test.get("max_drawdown"),
@@ -415,8 +421,11 @@ class WalkForwardTrainer:
             learner.policy_net.load_state_dict(ctx.best_state)
         with self._timed("validation"):
             val, seen = self.judge(ctx)
-        min_psr = self.spec.walkforward.deploy_min_psr
-        deployed, reason = deploy_decision(val.psr, min_psr)
+        wf = self.spec.walkforward
+        min_psr = wf.deploy_min_psr
+        candidates = [e["val"].get("sr", 0.0) for e in ctx.epochs]  # older logs lack "sr"
+        tested = deploy_test(val.pnl / self.spec.train.capital, candidates, wf.deploy_rule)
+        deployed, reason = deploy_decision(tested, min_psr, val.periods_per_year)
         test, baselines, agent_test = self._test(ctx, deployed)
         path = save_checkpoint(
             self.run_dir / "checkpoints" / f"fold{fold.index}.pt", learner.policy_net,
@@ -437,7 +446,8 @@ class WalkForwardTrainer:
                           baselines, str(path), deployed, reason, seen.summary(), gap_p,
                           fold_verdict(fold.index, deployed, val.summary(), seen.summary(), gap_p,
                                        min_psr, health, missed), health,
-                          None if deployed == "agent" else agent_test)
+                          None if deployed == "agent" else agent_test,
+                          tested.doc(val.periods_per_year))
 
     def _test(self, ctx: FoldContext, deployed: str) -> tuple[dict[str, Any] | None,
                                                              dict[str, dict[str, Any]],

@@ -14,6 +14,10 @@ from itertools import pairwise
 from statistics import NormalDist
 from typing import Any, Literal
 
+import numpy as np
+
+from foxhunt.metrics import deflated_sharpe
+
 NO_EDGE = "no edge: flat"
 COLLAPSED_FLAT = 0.99
 """Share of validation bars spent flat from which a policy counts as collapsed to flat."""
@@ -63,13 +67,56 @@ class Opportunity:
         return NormalDist().cdf(per_bar * math.sqrt(max(self.bars - 1, 1)))
 
 
-def deploy_decision(val_psr: float | None, min_psr: float) -> tuple[Deployed, str]:
-    """("agent" | "flat", why) from the chosen epoch's validation PSR against flat (P(true
-    Sharpe > 0)). Constant returns (None: e.g. never in the market) show no edge."""
-    shown = "n/a" if val_psr is None else f"{val_psr:.2f}"
-    if (0.0 if val_psr is None else val_psr) >= min_psr:
-        return "agent", f"validation PSR {shown} >= deploy_min_psr {min_psr:g}"
-    return "flat", f"{NO_EDGE}: validation PSR {shown} < deploy_min_psr {min_psr:g}"
+DeployRule = Literal["deflated", "psr"]
+DEPLOY_RULES: tuple[DeployRule, ...] = ("deflated", "psr")
+
+
+@dataclass(frozen=True)
+class DeployTest:
+    """What a fold's deploy rule weighed, per bar: the chosen epoch's validation Sharpe against
+    the Sharpe it had to beat, `sr0`, and P(true Sharpe > sr0). Rule `deflated` (Bailey & Lopez
+    de Prado 2014, "The deflated Sharpe ratio"): sr0 is the expected best of the fold's
+    `candidates` epochs had none any skill, from the spread of their validation Sharpes, so
+    picking the best of many is not taken for an edge; rule `psr`: sr0 = 0 (flat)."""
+
+    rule: DeployRule
+    candidates: int  # epochs the choice was made from
+    sharpe: float | None  # the chosen epoch's per-bar validation Sharpe; None if constant
+    sr0: float
+    p: float | None  # None: constant returns (e.g. never in the market)
+
+    def doc(self, periods_per_year: float) -> dict[str, Any]:
+        """Annualised, as the fold's other Sharpes are reported."""
+        scale = math.sqrt(periods_per_year)
+        return {"rule": self.rule, "candidates": self.candidates,
+                "sharpe": None if self.sharpe is None else self.sharpe * scale,
+                "sr0": self.sr0 * scale, "p": self.p}
+
+
+def deploy_test(returns: np.ndarray, candidates: Sequence[float], rule: DeployRule) -> DeployTest:
+    """The rule's test of the chosen epoch's validation `returns`, picked as the best of the
+    epochs whose per-bar validation Sharpes are `candidates` (a flat epoch's is 0)."""
+    if rule == "psr":
+        found = deflated_sharpe(returns, [0.0])
+    else:
+        found = deflated_sharpe(returns, candidates)
+    if found is None:
+        return DeployTest(rule, len(candidates), None, 0.0, None)
+    return DeployTest(rule, len(candidates), found.sharpe, found.sr0, found.dsr)
+
+
+def deploy_decision(test: DeployTest, min_p: float, periods_per_year: float) -> tuple[Deployed, str]:
+    """("agent" | "flat", why): the agent where the rule's P(true Sharpe > sr0) reaches
+    `min_p` ([walkforward] deploy_min_psr)."""
+    shown = "n/a" if test.p is None else f"{test.p:.2f}"
+    name = "DSR" if test.rule == "deflated" else "PSR"
+    against = ""
+    if test.rule == "deflated":
+        sr0 = test.sr0 * math.sqrt(periods_per_year)
+        against = f" against Sharpe {_num(sr0)}, the expected best of {test.candidates} epochs"
+    if (0.0 if test.p is None else test.p) >= min_p:
+        return "agent", f"validation {name} {shown}{against} >= deploy_min_psr {min_p:g}"
+    return "flat", f"{NO_EDGE}: validation {name} {shown}{against} < deploy_min_psr {min_p:g}"
 
 
 def fold_verdict(fold: int, deployed: str, val: Mapping[str, Any],

@@ -10,6 +10,7 @@ selected on validation, and validation alone decides whether the fold deploys it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -27,8 +28,14 @@ class WalkForwardConfig(StrictConfig):
     deploy_min_psr: float = Field(
         default=0.95, ge=0, le=1,
         description="a fold deploys its agent only if the chosen epoch's validation returns "
-        "beat flat with at least this probabilistic Sharpe ratio (P(true Sharpe > 0)); below "
-        "it the fold deploys flat. 0 deploys every fold's agent",
+        "beat deploy_rule's benchmark with at least this probability (P(true Sharpe > "
+        "benchmark)); below it the fold deploys flat. 0 deploys every fold's agent",
+    )
+    deploy_rule: Literal["deflated", "psr"] = Field(
+        default="deflated",
+        description="deflated: the benchmark is the Sharpe the best of the fold's epochs would "
+        "show with no skill, from the spread of their validation Sharpes (deflated Sharpe "
+        "ratio); psr: zero, as if the chosen epoch had been the only one tried",
     )
 
     @model_validator(mode="after")
