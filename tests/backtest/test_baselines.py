@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from foxhunt.backtest import BuyAndHold, Flat, SmaCross, parse_strategy, run_backtest
+from foxhunt.backtest import (
+    ActionReplay,
+    BuyAndHold,
+    Flat,
+    SmaCross,
+    parse_strategy,
+    run_backtest,
+)
 from foxhunt.backtest.peer import backtesting_available, sma_cross_trades, vectorbt_available
 from foxhunt.backtest.strategies import RandomActions
 from foxhunt.env import EnvConfig
@@ -37,6 +44,22 @@ def test_buy_and_hold_earns_the_move_from_the_first_fill_minus_costs():
         "long", 3.0, start + 1, stop - 1, "end")
     assert t["entry_price"] == bars.open[start + 1] + inst.tick_size
     assert t["exit_price"] == bars.close[stop - 1] - inst.tick_size
+
+
+def test_a_signal_of_ones_own_is_a_table_of_decisions():
+    """A user's signal, long 3 contracts at every close from the window's start (direction 1,
+    size index 2, no stop), is buy-and-hold to the cent; a table of the wrong length is one
+    clear error."""
+    m, inst = synth(2000), instrument(sessions=False)
+    signal = np.tile(np.array([1, 2, 0], dtype=np.uint8), (len(m.bars.close), 1))
+    own, held = run_backtest(m.bars, inst, policies={"own": ActionReplay(signal),
+                                                     "bh": BuyAndHold()},
+                             windows=[(300, 1700)], env_config=EnvConfig(), device="cpu")
+    assert own.total_pnl == pytest.approx(held.total_pnl, abs=0.005)
+    np.testing.assert_array_equal(own.position, held.position)
+    with pytest.raises(ConfigError, match=r"own: recorded actions have shape \(5, 3\)"):
+        run_backtest(m.bars, inst, policies={"x": ActionReplay(signal[:5], label="own")},
+                     env_config=EnvConfig(), device="cpu")
 
 
 def test_no_costs_means_no_commission_and_no_slippage():

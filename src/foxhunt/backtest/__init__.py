@@ -4,6 +4,10 @@ many policies x windows batched on the device, trades, equity curves and metrics
     results = run_backtest(bars, instrument, policies={"sma": parse_strategy("sma:10,30")},
                            windows=[(0, len(bars))], env_config=EnvConfig())
     write_trades(results, "trades.parquet")
+
+A signal of one's own is a table of decisions, one (direction, size, stop) row per bar, as
+`ActionReplay(actions)`: direction 0 flat, 1 long, 2 short; size and stop index `[env]`'s
+contract sizes and stop multiples.
 """
 
 from foxhunt.backtest.engine import Backtester, Job, run_backtest
@@ -17,6 +21,7 @@ from foxhunt.backtest.results import (
 )
 from foxhunt.backtest.strategies import (
     STRATEGY_FORMS,
+    ActionReplay,
     BuyAndHold,
     Flat,
     PolicySpec,
@@ -31,6 +36,7 @@ __all__ = [
     "EXIT_REASONS",
     "STRATEGY_FORMS",
     "TRADE_COLUMNS",
+    "ActionReplay",
     "BacktestResult",
     "Backtester",
     "BuyAndHold",

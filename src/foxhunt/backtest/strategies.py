@@ -284,7 +284,8 @@ class RandomActions(TablePolicy):
 
 @dataclass(frozen=True, eq=False)
 class ActionReplay(TablePolicy):
-    """Replays recorded decisions: `actions[t]` is what was decided at the close of bar t."""
+    """A table of decisions, one's own signal or a recorded run: `actions[t]`, (direction,
+    size, stop), is what was decided at the close of bar t."""
 
     actions: np.ndarray = field(repr=False)
     label: str = "replay"
