@@ -8,21 +8,33 @@ of a grid of SMA-cross and z-score-fade rules, chosen on each fold's validation 
 (`foxhunt.backtest.rule_search`: the test window is never used for any choice).
 
 Markets: the synthetic families of `foxhunt.data.synth` (`ar` at X = 0.3, `trend`, `reversion`,
-`regime`, `garch_noise`; the seed picks the market and the agent's seed) and real series: the
-bundled ES trades as 1-minute bars (`es`), and the hourly EURUSD (`eurusd`, traded as 6E) and
-daily GOOG (`goog`) bars that the `backtesting` package ships in `backtesting.test` (installed by
-the `test` and `bench` extras; loaded from the installed package, not bundled here).
+`regime`, `garch_noise`, and `walk`, a plain driftless random walk; the seed picks the market and
+the agent's seed) and real series: the bundled ES trades as 1-minute bars (`es`), and the hourly
+EURUSD (`eurusd`, traded as 6E) and daily GOOG (`goog`) bars that the `backtesting` package ships
+in `backtesting.test` (installed by the `test` and `bench` extras; loaded from the installed
+package, not bundled here).
 
 Targets (docs/learning.md), checked per market and printed as pass/fail:
 - ar, trend, reversion, regime: agent mean test Sharpe >= 0.8 x the validation-chosen rule's
   (>= the rule's when the rule's is <= 0), and on ar also >= 0.5 x the oracle's;
-- garch_noise: the agent's pooled test t-statistic within (-2, 2);
+- garch_noise, walk: the agent's pooled test t-statistic within (-2, 2);
 - real series: no target, reported as measured.
 Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is over seeds of the
 per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
 
 `--quick` (CI runs it on the CPU, in seconds): a tiny agent on 4,000-bar markets, and unless
 given, the trend market and seed 0.
+
+`--false-deploys` (issue 33): how often each deploy rule deploys a fold, at the shipped settings
+of the device's profile (those of `foxhunt train`). Every fold of every run is judged by the
+trainer's rule (`deflated`: P of beating the expected best of the fold's epochs without skill)
+and by the one before (`psr`: validation PSR against flat), both at `deploy_min_psr`, with each
+rule's test Sharpe (the chosen model's where it deploys, flat's where not). The null markets
+(`garch_noise`, `walk`) run `--seeds` (default 0-19), the others `--signal-seeds` (default 0,1,2;
+markets default garch_noise, walk, ar, trend, reversion); 30,000 bars a market, 10,000 on the
+CPU. Targets, as `target_met`: the deflated rule deploys <= 5% of null folds over >= 20 seeds,
+>= 70% of `ar`, `trend` and `reversion` folds, with a mean test Sharpe no lower than psr's.
+`--resume` keeps the finished runs of `--out` (same settings) and runs the rest.
 
 Prints one JSON document on stdout (progress and the table go to stderr); `--markdown FILE`
 also writes the table as markdown. `--out FILE` is rewritten after every finished fold
@@ -32,8 +44,10 @@ also writes the table as markdown. `--out FILE` is rewritten after every finishe
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -58,9 +72,37 @@ from foxhunt.training.config import TrainingSpec
 from foxhunt.training.trainer import WalkForwardTrainer
 
 AR_SIGNAL = 0.3
-SYNTH_MARKETS = ("ar", "trend", "reversion", "regime", "garch_noise")
+SYNTH: dict[str, dict[str, Any]] = {
+    "ar": {"family": "ar", "signal_strength": AR_SIGNAL},
+    "trend": {"family": "trend"},
+    "reversion": {"family": "reversion"},
+    "regime": {"family": "regime"},
+    "garch_noise": {"family": "garch_noise"},
+    "walk": {"family": "ar", "regime_vol": (1.0,), "regime_drift": (0.0,),
+             "regime_duration": (1.0,), "garch_alpha": 0.0, "garch_beta": 0.0,
+             "intraday_vol_amplitude": 0.0, "intraday_volume_amplitude": 0.0, "gap_vol": 0.0},
+}
+"""Each synthetic market's generator settings; the seed picks the market. `walk` is a plain
+driftless random walk: i.i.d. Gaussian log returns at one volatility (no GARCH, regimes,
+intraday shape or overnight gaps), tick-rounded."""
+SYNTH_MARKETS = tuple(SYNTH)
+NULL_MARKETS = ("garch_noise", "walk")
+"""Nothing to find: no oracle, and an agent's edge there is noise."""
 REAL_MARKETS = ("es", "eurusd", "goog")
 MARKETS = SYNTH_MARKETS + REAL_MARKETS
+SIGNAL_MARKETS = ("ar", "trend", "reversion")
+RULES = ("deflated", "psr")
+"""The deploy rules --false-deploys compares: the trainer's (P of beating the expected best of the
+fold's epochs without skill) and the one before (validation PSR against flat)."""
+FALSE_DEPLOY_TARGET = 0.05
+NULL_SEEDS_TARGET = 20
+DEPLOY_RATE_TARGET = 0.7
+DEPLOY_DEFAULTS = {"markets": "garch_noise,walk,ar,trend,reversion", "seeds": "0-19",
+                   "signal_seeds": "0,1,2"}
+DEPLOY_QUICK_DEFAULTS = {"markets": "walk,trend", "seeds": "0", "signal_seeds": "0"}
+DEPLOY_CPU_BARS = 10_000
+"""--false-deploys on the CPU: bars a market (30,000 elsewhere), so that 49 runs fit in about an
+hour of one core (docs/learning.md, "False deploys")."""
 RULE_TARGET = 0.8
 ORACLE_TARGET = 0.5
 NULL_T = 2.0
@@ -77,7 +119,7 @@ QUICK_OVERRIDES = {
     "walkforward": {"purge": 16},
 }
 """--quick: a CPU-sized agent that only checks the path runs end to end."""
-assert set(SYNTH_MARKETS) <= set(FAMILIES)
+assert {c["family"] for c in SYNTH.values()} <= set(FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -94,17 +136,16 @@ class Market:
 # -- markets ----------------------------------------------------------------------------------
 
 
-def synthetic(family: str, n_bars: int, seed: int) -> Market:
-    cfg = SynthConfig(n_bars=n_bars, seed=seed, family=family,
-                      signal_strength=AR_SIGNAL if family == "ar" else 0.0)
+def synthetic(name: str, n_bars: int, seed: int) -> Market:
+    cfg = SynthConfig(n_bars=n_bars, seed=seed, **SYNTH[name])
     m = generate(cfg)
     inst = InstrumentRegistry.load().get("SYN").model_copy(update={"session": SYNTH_SESSION})
     ppy = periods_per_year(BarSpec("time", cfg.bar_seconds * 1e9), inst.session)
-    # garch_noise's signal is a placebo: there is nothing for an oracle to know.
-    side = None if family == "garch_noise" else oracle_positions(m)
-    source = f"foxhunt.data.synth family={family} seed={seed}" + (
-        f" X={AR_SIGNAL}" if family == "ar" else "")
-    return Market(family, "synthetic", m.bars, inst, ppy, side, source)
+    # A null market's signal is a placebo: there is nothing for an oracle to know.
+    side = None if name in NULL_MARKETS else oracle_positions(m)
+    source = "foxhunt.data.synth " + " ".join(
+        f"{k}={v}" for k, v in SYNTH[name].items()) + f" seed={seed}"
+    return Market(name, "synthetic", m.bars, inst, ppy, side, source)
 
 
 def real(name: str) -> Market:
@@ -178,20 +219,28 @@ def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
 # -- one market x seed ------------------------------------------------------------------------
 
 
+def make_trainer(market: Market, seed: int, args: argparse.Namespace, device,
+                 workdir: Path) -> WalkForwardTrainer:
+    """The walk-forward trainer of `agent_spec` on `market`, logging its epochs; its `spec`
+    has the episode length fitted to the shortest training window."""
+    pipeline = FeaturePipeline(load_settings(args.config).settings.features,
+                               market.instrument.session)
+    trainer = WalkForwardTrainer(agent_spec(args, seed), market.bars, pipeline, market.instrument,
+                                 workdir / f"{market.name}-seed{seed}", device, None,
+                                 market.periods_per_year)
+    for notice in trainer.notices:
+        log(f"{market.name}: {notice}")
+    trainer.on_epoch = _epoch_logger(market.name, seed, trainer.spec.train.epochs)
+    return trainer
+
+
 def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir: Path,
             agent: bool, on_fold: Callable[[dict[str, Any]], None] | None = None
             ) -> dict[str, Any]:
     """One market and seed: the baselines on every fold, then (with `agent`) the walk-forward
     run; `on_fold(doc)` gets the seed's document each time a fold's agent result is in it."""
-    spec = agent_spec(args, seed)
-    pipeline = FeaturePipeline(load_settings(args.config).settings.features,
-                               market.instrument.session)
-    run_dir = workdir / f"{market.name}-seed{seed}"
-    trainer = WalkForwardTrainer(spec, market.bars, pipeline, market.instrument, run_dir, device,
-                                 None, market.periods_per_year)
-    spec = trainer.spec  # with the episode length fitted to the shortest training window
-    for notice in trainer.notices:
-        log(f"{market.name}: {notice}")
+    trainer = make_trainer(market, seed, args, device, workdir)
+    spec = trainer.spec
     folds = trainer.folds
     t0 = time.perf_counter()
     baselines = [fold_baselines(market.bars, market.instrument, f, oracle_side=market.oracle_side,
@@ -202,7 +251,6 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
     doc: dict[str, Any] = {"seed": seed, "bars": len(market.bars), "rules_s": round(rules_s, 2),
                            "episode_len": spec.env.episode_len, "folds": out_folds}
     if agent:
-        trainer.on_epoch = _epoch_logger(market.name, seed, spec.train.epochs)
         rows = iter(out_folds)
 
         def fold_done(report: Any) -> None:
@@ -210,11 +258,18 @@ def run_one(market: Market, seed: int, args: argparse.Namespace, device, workdir
             if on_fold:
                 on_fold(doc)
 
-        trainer.on_fold = fold_done
-        t0 = time.perf_counter()
-        trainer.run()
-        doc["agent_s"] = round(time.perf_counter() - t0, 1)
+        train(trainer, fold_done, doc)
     return doc
+
+
+def train(trainer: WalkForwardTrainer, on_fold: Callable[[Any], None],
+          doc: dict[str, Any]) -> None:
+    """Run `trainer`, calling `on_fold(report)` after each fold; its wall seconds go to
+    `doc["agent_s"]`, which marks the run finished."""
+    trainer.on_fold = on_fold
+    t0 = time.perf_counter()
+    trainer.run()
+    doc["agent_s"] = round(time.perf_counter() - t0, 1)
 
 
 def _record_agent(row: dict[str, Any], report: Any) -> None:
@@ -309,11 +364,204 @@ def targets(market: Market, s: dict[str, Any]) -> list[dict[str, Any]]:
         need = ORACLE_TARGET * s["oracle"]["mean"]
         out.append({"target": f"agent >= {ORACLE_TARGET:g} x oracle", "need": round(need, 3),
                     "pass": None if agent is None else agent >= need})
-    if market.name == "garch_noise":
+    if market.name in NULL_MARKETS:
         t = s["t"]["agent"]
         out.append({"target": f"abs(agent t) < {NULL_T:g}", "need": NULL_T,
                     "pass": None if t is None else abs(t) < NULL_T})
     return out
+
+
+# -- false deploys ----------------------------------------------------------------------------
+
+
+def deploy_one(market: Market, seed: int, args: argparse.Namespace, device, workdir: Path,
+               on_fold: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """One walk-forward run, judged per fold by both deploy rules (`deploy_row`); `on_fold(doc)`
+    gets the run's document after each fold."""
+    trainer = make_trainer(market, seed, args, device, workdir)
+    level = trainer.spec.walkforward.deploy_min_psr
+    doc: dict[str, Any] = {"market": market.name, "seed": seed, "bars": len(market.bars),
+                           "folds": []}
+
+    def fold_done(report: Any) -> None:
+        row = deploy_row(report, level)
+        doc["folds"].append(row)
+        log(f"{market.name} seed {seed} fold {row['fold']}: val Sharpe {row['val_sharpe']:+.2f}, "
+            + ", ".join(f"{rule} p {_p(row['p'][rule])} -> "
+                        f"{'agent' if row['deployed'][rule] else 'flat'}" for rule in RULES)
+            + f"; chosen model's test Sharpe {row['test_chosen']['sharpe']:+.2f}")
+        on_fold(doc)
+
+    train(trainer, fold_done, doc)
+    return doc
+
+
+def deploy_row(report: Any, level: float) -> dict[str, Any]:
+    """A fold under both rules: `deflated` deploys where the trainer's deploy figures reach
+    `level`, `psr` (the rule before) where the validation PSR against flat does. Each rule's test
+    Sharpe is the chosen model's where it deploys, flat's where not."""
+    chosen = report.test if report.deployed == "agent" else report.undeployed_test
+    p = {"deflated": report.deploy["p"], "psr": report.val["psr"]}
+    deployed = {rule: (0.0 if p[rule] is None else p[rule]) >= level for rule in RULES}
+    assert deployed["deflated"] == (report.deployed == "agent"), "the trainer deployed otherwise"
+    flat = report.baselines["flat"]["sharpe"]
+    return {"fold": report.fold, "windows": report.windows, "best_epoch": report.best_epoch,
+            "val_sharpe": report.val["sharpe"], "deploy": report.deploy, "p": p,
+            "deployed": deployed,
+            "test_chosen": {k: chosen[k] for k in ("sharpe", "return", "trades", "flat", "bars")},
+            "test_sharpe": {rule: chosen["sharpe"] if deployed[rule] else flat for rule in RULES}}
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2f}"
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> list[float]:
+    """The Wilson score interval of a rate k / n at 95%."""
+    rate, zz = k / n, z * z / n
+    centre = (rate + zz / 2) / (1 + zz)
+    half = z * math.sqrt(rate * (1 - rate) / n + zz / (4 * n)) / (1 + zz)
+    return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
+
+
+def deploy_summary(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per rule: folds deployed, their rate with its 95% interval, and the mean ± sd over seeds
+    of each seed's mean test Sharpe (a flat fold counts flat's); then the targets."""
+    folds = [f for r in runs for f in r["folds"]]
+    out: dict[str, Any] = {"seeds": len(runs), "folds": len(folds)}
+    for rule in RULES:
+        k = sum(f["deployed"][rule] for f in folds)
+        out[rule] = {"deployed": k, "rate": round(k / len(folds), 4),
+                     "interval_95": wilson(k, len(folds)),
+                     "test_sharpe": stats([statistics.fmean(f["test_sharpe"][rule]
+                                                            for f in r["folds"]) for r in runs])}
+    out["targets"] = deploy_targets(name, out)
+    out["target_met"] = all(t["target_met"] for t in out["targets"]) if out["targets"] else None
+    return out
+
+
+def deploy_targets(name: str, s: dict[str, Any]) -> list[dict[str, Any]]:
+    new, old = s["deflated"], s["psr"]
+    if name in NULL_MARKETS:
+        return [{"target": f"deflated deploys <= {FALSE_DEPLOY_TARGET:.0%} of folds",
+                 "value": new["rate"], "target_met": new["rate"] <= FALSE_DEPLOY_TARGET},
+                {"target": f">= {NULL_SEEDS_TARGET} seeds", "value": s["seeds"],
+                 "target_met": s["seeds"] >= NULL_SEEDS_TARGET}]
+    if name in SIGNAL_MARKETS:
+        return [{"target": f"deflated deploys >= {DEPLOY_RATE_TARGET:.0%} of folds",
+                 "value": new["rate"], "target_met": new["rate"] >= DEPLOY_RATE_TARGET},
+                {"target": "mean test Sharpe, deflated >= psr", "value": new["test_sharpe"]["mean"],
+                 "need": old["test_sharpe"]["mean"],
+                 "target_met": new["test_sharpe"]["mean"] >= old["test_sharpe"]["mean"]}]
+    return []
+
+
+def deploy_table(markets: list[dict[str, Any]], level: float) -> str:
+    head = ["market", "seeds", "folds", "deployed: deflated", f"deployed: PSR >= {level:g}",
+            "test Sharpe: deflated", "test Sharpe: PSR", "targets met"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in markets:
+        s = m["summary"]
+        if s is None:
+            continue
+        met = {True: "yes", False: "NO", None: "-"}
+        lines.append("| " + " | ".join([
+            m["market"], str(s["seeds"]), str(s["folds"]),
+            *(f"{s[r]['deployed']} ({s[r]['rate']:.1%}, {s[r]['interval_95'][0]:.1%}-"
+              f"{s[r]['interval_95'][1]:.1%})" for r in RULES),
+            *(_pm(s[r]["test_sharpe"]) for r in RULES),
+            "; ".join(f"{t['target']}: {met[t['target_met']]}" for t in s["targets"]) or "-",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def revision() -> str | None:
+    """The checkout's commit, with the paths under src/ that differ from it."""
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=Path(__file__).resolve().parents[1],
+                              capture_output=True, text=True, check=True).stdout
+    try:
+        head, dirty = git("rev-parse", "--short", "HEAD").strip(), \
+            git("status", "--porcelain", "--", "src")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    changed = [line[3:] for line in dirty.splitlines()]
+    return head + (f" + uncommitted {', '.join(changed)}" if changed else "")
+
+
+def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
+    """Every market x seed through the trainer at the device's shipped settings, each fold judged
+    by both deploy rules; the null markets take `--seeds`, the others `--signal-seeds`."""
+    null_seeds, signal_seeds = parse_seeds(args.seeds, "--seeds"), \
+        parse_seeds(args.signal_seeds, "--signal-seeds")
+    plan = [(n, s) for s in null_seeds for n in names if n in NULL_MARKETS] + \
+        [(n, s) for n in names if n not in NULL_MARKETS for s in signal_seeds]
+    spec = agent_spec(args, 0)
+    if spec.walkforward.deploy_rule != "deflated":
+        raise SystemExit("--false-deploys compares the deflated rule with psr: it needs "
+                         "[walkforward] deploy_rule = \"deflated\"")
+    choice = choose_profile(None)
+    level = spec.walkforward.deploy_min_psr
+    settings = {"mode": "false_deploys", "markets": names, "seeds": null_seeds,
+                "signal_seeds": signal_seeds, "bars": args.bars, "folds": args.folds,
+                "quick": args.quick, "profile": {"name": choice.profile.name,
+                                                 "reason": choice.reason},
+                "deploy_min_psr": level, "revision": revision(),
+                "targets": {"false_deploys": FALSE_DEPLOY_TARGET, "null_seeds": NULL_SEEDS_TARGET,
+                            "deploy_rate": DEPLOY_RATE_TARGET},
+                "agent_spec": spec.model_dump(mode="json")}
+    runs = _resumed(args.out, settings, plan) if args.resume else {}
+    if runs:
+        log(f"--resume: {len(runs)} finished runs from {args.out}")
+
+    def results(current: dict[str, Any] | None = None) -> dict[str, Any]:
+        markets = []
+        for name in names:
+            done = [runs[k] for k in plan if k[0] == name and k in runs]
+            markets.append({"market": name, "null": name in NULL_MARKETS,
+                            "summary": deploy_summary(name, done) if done else None,
+                            "seeds": done + ([current] if current and current["market"] == name
+                                             else [])})
+        return {"complete": current is None and len(runs) == len(plan), "quick": args.quick,
+                "settings": settings, "markets": markets}
+
+    def write(current: dict[str, Any]) -> None:
+        if args.out:
+            write_json(Path(args.out), document("learning", device, results(current)))
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, seed in plan:
+            if (name, seed) in runs:
+                continue
+            market = load_market(name, args.bars, seed)
+            log(f"{name} seed {seed}: {len(market.bars):,} bars ({len(runs) + 1}/{len(plan)})")
+            try:
+                runs[(name, seed)] = {**deploy_one(market, seed, args, device, Path(tmp), write),
+                                      "revision": settings["revision"]}
+            except FoxhuntError as exc:
+                raise SystemExit(f"{name} seed {seed}: {exc}") from None
+    doc = results()
+    doc["wall_s"] = round(time.perf_counter() - t0, 1)
+    text = deploy_table(doc["markets"], level)
+    print(text, file=sys.stderr)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    emit("learning", device, doc, args.out)
+
+
+def _resumed(out: str | None, settings: dict[str, Any], plan: list[tuple[str, int]]
+             ) -> dict[tuple[str, int], dict[str, Any]]:
+    """The finished runs of `plan` in the document at `out`, if it was made with the same
+    bars, folds, deploy level and agent (seeds and markets may differ)."""
+    if not out or not Path(out).exists():
+        return {}
+    doc = json.loads(Path(out).read_text())
+    same = ("mode", "bars", "folds", "quick", "deploy_min_psr", "agent_spec")
+    if any(doc.get("settings", {}).get(k) != settings[k] for k in same):
+        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(same)})")
+    return {(r["market"], r["seed"]): r for m in doc["markets"] for r in m["seeds"]
+            if "agent_s" in r and (r["market"], r["seed"]) in plan}
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -365,14 +613,36 @@ def _partial_writer(out: str | None, device, settings: dict[str, Any], rows: lis
     return write
 
 
+def parse_seeds(text: str, flag: str) -> list[int]:
+    """Comma-separated seeds and ranges: "0,1,2", "0-19"."""
+    try:
+        seeds = [n for part in text.split(",") if part.strip()
+                 for n in _seed_range(*(int(x) for x in part.split("-", 1)))]
+    except ValueError:
+        raise SystemExit(f"{flag}: {text!r} is not a comma-separated list of seeds "
+                         "and ranges (0,1,2 or 0-19)") from None
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"{flag}: give at least one seed, each >= 0")
+    return seeds
+
+
+def _seed_range(first: int, last: int | None = None) -> range:
+    return range(first, first + 1 if last is None else last + 1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markets",
                         help=f"comma-separated, from {', '.join(MARKETS)} (default: all; "
-                        f"quick {QUICK_DEFAULTS['markets']})")
-    parser.add_argument("--seeds", help="comma-separated seeds (default 0,1,2; quick "
-                        f"{QUICK_DEFAULTS['seeds']})")
-    parser.add_argument("--bars", type=int, default=30_000, help="bars of a synthetic market")
+                        f"quick {QUICK_DEFAULTS['markets']}; --false-deploys "
+                        f"{DEPLOY_DEFAULTS['markets']})")
+    parser.add_argument("--seeds", help="comma-separated seeds and ranges (default 0,1,2; quick "
+                        f"{QUICK_DEFAULTS['seeds']}; --false-deploys: the null markets' seeds, "
+                        f"default {DEPLOY_DEFAULTS['seeds']})")
+    parser.add_argument("--signal-seeds", help="--false-deploys: the other markets' seeds "
+                        f"(default {DEPLOY_DEFAULTS['signal_seeds']})")
+    parser.add_argument("--bars", type=int, help="bars of a synthetic market (default 30,000; "
+                        f"quick 4,000; --false-deploys on the CPU {DEPLOY_CPU_BARS:,})")
     parser.add_argument("--folds", type=int, default=3, help="walk-forward folds")
     parser.add_argument("--epochs", type=int, help="epochs per fold (default: the config's)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
@@ -381,13 +651,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--deploy-all", action="store_true",
                         help="every fold deploys its agent (walkforward.deploy_min_psr = 0), so "
                         "the test figures are the agent's even where validation found no edge")
+    parser.add_argument("--false-deploys", action="store_true",
+                        help="count the folds each deploy rule deploys, on the null markets "
+                        f"({', '.join(NULL_MARKETS)}) and the others, instead of the learning table")
+    parser.add_argument("--resume", action="store_true",
+                        help="--false-deploys: keep the finished runs of --out and run the rest")
     parser.add_argument("--quick", action="store_true",
                         help="a tiny agent, 4,000-bar markets, and unless given one market "
                         "and one seed (CI smoke test)")
     parser.add_argument("--out", metavar="FILE.json", help="also write the JSON document here")
     parser.add_argument("--markdown", metavar="FILE.md", help="also write the table here")
     args = parser.parse_args(argv)
-    defaults = QUICK_DEFAULTS if args.quick else {"markets": ",".join(MARKETS), "seeds": "0,1,2"}
+    if args.false_deploys and (args.rules_only or args.deploy_all):
+        raise SystemExit("--false-deploys: trains every fold and applies both deploy rules "
+                         "itself; leave out --rules-only and --deploy-all")
+    if args.resume and not (args.false_deploys and args.out):
+        raise SystemExit("--resume: needs --false-deploys and --out")
+    if args.false_deploys:
+        defaults = DEPLOY_QUICK_DEFAULTS if args.quick else DEPLOY_DEFAULTS
+    else:
+        defaults = QUICK_DEFAULTS if args.quick else {"markets": ",".join(MARKETS), "seeds": "0,1,2"}
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -395,15 +678,14 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [m for m in names if m not in MARKETS]
     if unknown or not names:
         raise SystemExit(f"--markets: unknown {unknown or 'none given'}; known: {', '.join(MARKETS)}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"--seeds: {args.seeds!r} is not a comma-separated list of integers") from None
-    if not seeds or min(seeds) < 0:
-        raise SystemExit("--seeds: give at least one seed, each >= 0")
-    if args.quick and args.bars == parser.get_default("bars"):
-        args.bars = 4_000
     device = resolve_device(args.device)
+    if args.bars is None:
+        args.bars = 4_000 if args.quick else \
+            DEPLOY_CPU_BARS if args.false_deploys and device.type == "cpu" else 30_000
+    if args.false_deploys:
+        false_deploys(args, names, device)
+        return
+    seeds = parse_seeds(args.seeds, "--seeds")
     settings = {"markets": names, "seeds": seeds, "bars": args.bars, "folds": args.folds,
                 "rules_only": args.rules_only, "quick": args.quick, "ar_signal_strength": AR_SIGNAL,
                 "rules": {"sma": [list(x) for x in SMA_GRID], "zfade": [list(x) for x in ZFADE_GRID]},

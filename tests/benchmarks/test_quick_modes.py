@@ -59,7 +59,7 @@ def test_every_benchmark_script_has_a_quick_run_here():
     assert scripts() == sorted(KEYS), "a new benchmark script needs a --quick mode and a row in KEYS"
 
 
-def run_quick(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def run_quick(script: str, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
@@ -67,17 +67,15 @@ def run_quick(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
            "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("FOXHUNT_GPU_PROFILE", None)
     try:
-        return subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), "--quick"],
+        return subprocess.run([sys.executable, str(BENCHMARKS / f"{script}.py"), "--quick", *argv],
                               cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=TIMEOUT_S, check=False)
     except subprocess.TimeoutExpired:
         pytest.fail(f"benchmarks/{script}.py --quick ran past {TIMEOUT_S} s")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(KEYS))
-def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
-    done = run_quick(script, tmp_path)
+def quick_document(script: str, done: subprocess.CompletedProcess) -> dict:
+    """The one JSON document a quick run that exited 0 printed."""
     stderr = done.stderr.strip().splitlines()
     assert done.returncode == 0, f"{script} --quick exited {done.returncode}: " + (
         stderr[-1] if stderr else "(no stderr)")
@@ -87,6 +85,13 @@ def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
         pytest.fail(f"{script} --quick: stdout is not one JSON document ({exc}): "
                     f"{done.stdout[:300]!r}")
     assert KEYS[script] <= set(doc), f"missing: {sorted(KEYS[script] - set(doc))}"
+    return doc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", sorted(KEYS))
+def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
+    doc = quick_document(script, run_quick(script, tmp_path))
     assert doc["quick"] is True
     assert list(errors(doc)) == []
     if "benchmark" in KEYS[script] and "meta" in KEYS[script]:
@@ -102,6 +107,21 @@ def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
     if script == "bench_oms":
         assert doc["submit_durable_postgresql"]["skipped"].startswith("--quick")
         assert doc["paper_replay_sqlite_file_and_venue_journal"]["bars"] > 0
+
+
+@pytest.mark.slow
+def test_the_learning_benchmarks_false_deploy_mode_runs_quick(tmp_path):
+    doc = quick_document("bench_learning",
+                         run_quick("bench_learning", tmp_path, "--false-deploys"))
+    assert doc["complete"] is True and doc["settings"]["mode"] == "false_deploys"
+    assert [m["market"] for m in doc["markets"]] == ["walk", "trend"]
+    for m in doc["markets"]:
+        s = m["summary"]
+        assert (s["seeds"], s["folds"]) == (1, 3)
+        for rule in ("deflated", "psr"):
+            lo, hi = s[rule]["interval_95"]
+            assert 0 <= lo <= s[rule]["rate"] <= hi <= 1
+        assert s["targets"] and all(isinstance(t["target_met"], bool) for t in s["targets"])
 
 
 # -- how a benchmark ends ---------------------------------------------------------------------
