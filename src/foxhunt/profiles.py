@@ -24,7 +24,7 @@ SIZED = {
     "batch_size": ("train.batch_size", "samples an update: what fills the device"),
     "n_envs": ("train.n_envs", "envs collecting in lock-step: what fills the device"),
     "episode_len": ("env.episode_len", "bars an episode: longer where many envs collect at once"),
-    "updates_per_fold": ("train.updates_per_fold", "the fold's updates: minutes of the device"),
+    "updates_per_fold": ("train.updates_per_fold", "the most updates a fold trains: minutes of the device"),
 }
 
 

@@ -93,8 +93,8 @@ def run_training(
                                  None if quiet else on_epoch, ppy, None if quiet else on_fold,
                                  opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
     if not quiet:
-        for notice in trainer.notices:
-            err.print(f"note: {notice}", soft_wrap=True, markup=False, highlight=False)
+        for line in [*budget_lines(spec.train, trainer.folds), *(f"note: {n}" for n in trainer.notices)]:
+            err.print(line, soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, settings.features, frame,
                  {"name": choice.profile.name, "reason": choice.reason, "filled": fills})
     if progress is not None:
@@ -104,6 +104,14 @@ def run_training(
     else:
         result = trainer.run(resume=resume)
     return result, choice, dev
+
+
+def budget_lines(train, folds) -> list[str]:
+    """Each fold's update budget and why (`TrainConfig.for_fold`), a line per distinct one."""
+    by_reason: dict[str, list[str]] = {}
+    for fold in folds:
+        by_reason.setdefault(train.for_fold(len(fold.train))[1], []).append(str(fold.index))
+    return [f"budget: fold{'s' * (len(i) > 1)} {', '.join(i)}: {why}" for why, i in by_reason.items()]
 
 
 def validation_opportunity(frame, instrument, env_config, ppy):

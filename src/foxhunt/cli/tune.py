@@ -124,6 +124,9 @@ def tune(
         fills = {k: v for k, v in base.profile_fills(choice.profile).items()
                  if k not in set(searched.keys())}
         err.print(choice.describe(fills), soft_wrap=True, markup=False, highlight=False)
+        if "train.updates_per_fold" in fills:  # as in `foxhunt train`'s budget lines
+            err.print(f"budget: a fold's updates follow its training window ([train] samples_per_"
+                      f"bar), at most {fills['train.updates_per_fold']:,}", soft_wrap=True)
     doc = _run_with_progress(config, trial_ctx, searched, source, resume, quiet=as_json)
     final_run = None
     if final and doc["best"] is not None:

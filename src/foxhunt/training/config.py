@@ -5,7 +5,8 @@ command line leave them unset; `TrainingSpec.sized_for` applies that rule in one
 
 A fold's training budget is `[train] updates_per_fold` gradient updates and the env transitions
 that `replay_ratio` asks for, split evenly over `epochs` rounds of (collect, update, validate);
-`TrainConfig.budget` states the arithmetic.
+`TrainConfig.budget` states the arithmetic. Left to the GPU profile, `updates_per_fold` is a cap
+and each fold's budget follows its training window (`TrainConfig.for_fold`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class TrainConfig(StrictConfig):
                 if key in REPLACED:
                     raise ValueError(f"'{key}' was replaced by {REPLACED[key]}; see "
                                      "docs/training.md")
+            if data.get("updates_per_fold") is not None:  # set: trained as is, not data-sized
+                data = {"samples_per_bar": None, **data}
         return data
 
     epochs: int = Field(
@@ -98,8 +101,13 @@ class TrainConfig(StrictConfig):
         "and the model is judged on validation after each",
     )
     updates_per_fold: int | None = Field(
-        default=None, gt=0, description="gradient updates per fold; None: the GPU profile's"
+        default=None, gt=0, description="gradient updates per fold, as set; None: "
+        "samples_per_bar's share of the training window, at most the GPU profile's value"
     )
+    samples_per_bar: int | None = Field(
+        default=10_240, gt=0, description="gradient samples per training bar where the GPU "
+        "profile sets updates_per_fold: a fold trains samples_per_bar x its training bars / "
+        "batch_size updates, at most the profile's (all of it on 30,000 bars in 3 folds)")
     average_epochs: float = Field(
         default=0.5, ge=0,
         description="the fold validates, tests and deploys a Polyak average of the online "
@@ -131,7 +139,7 @@ class TrainConfig(StrictConfig):
 
     def average_rate(self) -> float:
         """The weight average's Polyak rate, 1 / (average_epochs x updates an epoch), at most 1;
-        0 without an average. Needs the profile-sized `updates_per_fold`."""
+        0 without an average. Needs the fold's `updates_per_fold` (`for_fold`)."""
         if self.average_epochs == 0:
             return 0.0
         if self.updates_per_fold is None:
@@ -139,13 +147,32 @@ class TrainConfig(StrictConfig):
                               "profile first (TrainingSpec.sized_for)")
         return min(1.0, self.epochs / (self.average_epochs * self.updates_per_fold))
 
-    def budget(self) -> FoldBudget:
-        """The fold's schedule: updates and collect steps per epoch. Needs the profile-sized
-        fields (`TrainingSpec.sized_for`)."""
+    def for_fold(self, train_bars: int) -> tuple[TrainConfig, str]:
+        """This config with the `updates_per_fold` of a fold training on `train_bars` bars, and
+        why: with `samples_per_bar`, that many samples a bar in whole updates an epoch (at least
+        one), at most `updates_per_fold`: a short sample trains for its data, not the profile's."""
+        self._require_sized()
+        cap, batch, epochs = self.updates_per_fold, self.batch_size, self.epochs
+        if self.samples_per_bar is None:
+            return self, f"updates_per_fold = {cap:,} (set: used as is)"
+        sized = epochs * -(-self.samples_per_bar * train_bars // (batch * epochs))
+        arithmetic = (f"{self.samples_per_bar:,} samples per training bar x {train_bars:,} bars "
+                      f"/ batch {batch}")
+        why = (f", the cap ({arithmetic} would be {sized:,})" if sized >= cap else
+               f" = {arithmetic} ({epochs} epochs of {sized // epochs:,}; under the cap of {cap:,})")
+        return (self.model_copy(update={"updates_per_fold": min(cap, sized), "samples_per_bar": None}),
+                f"updates_per_fold = {min(cap, sized):,}{why}")
+
+    def _require_sized(self) -> None:
         unset = [k for k in ("updates_per_fold", "batch_size", "n_envs") if getattr(self, k) is None]
         if unset:
             raise ConfigError(f"[train] {', '.join(unset)} unset: size the spec with a GPU "
                               "profile (TrainingSpec.sized_for) or set them")
+
+    def budget(self) -> FoldBudget:
+        """The fold's schedule: updates and collect steps per epoch. Needs the profile-sized
+        fields (`TrainingSpec.sized_for`) and, for a fold's own budget, `for_fold`'s config."""
+        self._require_sized()
         return fold_budget(self.updates_per_fold, self.epochs, self.batch_size, self.n_envs,
                            self.replay_ratio, self.learning_starts)
 
@@ -222,10 +249,13 @@ class TrainingSpec(StrictConfig):
                 if key.split(".")[1] not in getattr(self, key.split(".")[0]).model_fields_set}
 
     def sized_for(self, profile: GpuProfile) -> TrainingSpec:
-        """This spec with `profile_fills(profile)` applied: a key the user set keeps its value."""
+        """This spec with `profile_fills(profile)` applied: a key the user set keeps its value;
+        a filled `updates_per_fold` is the cap of `samples_per_bar`'s budget (`for_fold`)."""
         updates: dict[str, dict[str, object]] = {}
         for key, value in self.profile_fills(profile).items():
             updates.setdefault(key.split(".")[0], {})[key.split(".")[1]] = value
+        if "updates_per_fold" in updates.get("train", {}):  # the profile's cap, not a set budget
+            updates["train"]["samples_per_bar"] = self.train.samples_per_bar
         return self.with_overrides(updates, f"GPU profile {profile.name}")
 
 
