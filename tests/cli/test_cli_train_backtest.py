@@ -72,7 +72,7 @@ def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, traine
     for line in epochs:  # whole, not cut to the console's width
         assert all(f" {key} " in line for key in ("Sharpe", "loss", "flat", "exp", "train", "val"))
         assert line.endswith(" ms")
-    for column in ("fold", "val", "test", "psr", "deployed"):
+    for column in ("fold", "val", "test", "to beat", "p(beats)", "deployed"):
         assert column in out.lower()
     assert out.count("\n") >= 4  # header and one row per fold
     # The run ends with its phase split on one line.

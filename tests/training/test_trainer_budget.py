@@ -104,8 +104,30 @@ def test_a_run_trains_exactly_its_budget(tmp_path):
     spec = tiny_spec(epochs=3, folds=1, updates_per_fold=7)
     trainer = WalkForwardTrainer(spec, synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
                                  tmp_path, CPU)
-    assert trainer.budget.updates == (2, 2, 3)
+    assert trainer.budgets[0].updates == (2, 2, 3)
     trainer.run()
     lines = [json.loads(x) for x in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert [x["updates"] for x in lines] == [2, 2, 3]
-    assert [x["env_steps"] for x in lines] == [s * 16 for s in trainer.budget.collect_steps]
+    assert [x["env_steps"] for x in lines] == [s * 16 for s in trainer.budgets[0].collect_steps]
+
+
+def test_each_fold_trains_the_budget_of_its_own_training_window(tmp_path):
+    """Anchored folds grow their training windows: with the budget from the data
+    (`samples_per_bar`, capped by `updates_per_fold`) each trains its own `for_fold` budget, and
+    its learner's weight average spans epochs of that budget."""
+    spec = tiny_spec(epochs=2, folds=2, updates_per_fold=1_000, samples_per_bar=2,
+                     average_epochs=0.5)
+    spec = spec.with_overrides({"walkforward": {"anchored": True}}, "test")
+    trainer = WalkForwardTrainer(spec, synth(3_000, 0.3, seed=11).bars, pipeline(), instrument(),
+                                 tmp_path, CPU)
+    wanted = {f.index: spec.train.for_fold(len(f.train))[0].updates_per_fold for f in trainer.folds}
+    assert wanted[0] < wanted[1] < 1_000
+    learners = []
+    trainer.on_epoch = lambda line: None
+    start_fold = trainer.start_fold
+    trainer.start_fold = lambda fold: learners.append(start_fold(fold)) or learners[-1]
+    trainer.run()
+    lines = [json.loads(x) for x in (tmp_path / "run.jsonl").read_text().splitlines()]
+    for fold, updates in wanted.items():
+        assert sum(x["updates"] for x in lines if x["fold"] == fold) == updates
+        assert learners[fold].learner.spec.train.average_rate() == 2 / (0.5 * updates)

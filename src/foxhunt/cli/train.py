@@ -156,12 +156,14 @@ def phase_line(phases: dict[str, Any]) -> str:
 def print_fold_table(result) -> None:
     """One row per fold; a fold that deployed flat shows "no edge: flat" and flat's test result."""
     rows = [[r["fold"], r["best_epoch"], f"{r['val_sharpe']:+.2f}",
-             "—" if r["val_psr"] is None else f"{r['val_psr']:.2f}", r["deployed"],
+             "—" if r["val_sr0"] is None else f"{r['val_sr0']:+.2f} ({r['candidates']})",
+             "—" if r["deploy_p"] is None else f"{r['deploy_p']:.2f}", r["deployed"],
              f"{r['test_sharpe']:+.2f}", f"{r['test_return']:+.2%}",
              f"{r['test_max_drawdown']:.2%}", r["test_trades"], f"{r['buy_and_hold_sharpe']:+.2f}"]
             for r in result.table()]
     out.print(rich_table(f"walk-forward results ({result.run_dir})",
-                         ["fold", "best epoch", "val Sharpe", "val PSR", "deployed", "test Sharpe",
+                         ["fold", "best epoch", "val Sharpe", "to beat (epochs)", "P(beats)",
+                          "deployed", "test Sharpe",
                           "test return", "test max DD", "test trades", "buy&hold Sharpe"], rows))
 
 

@@ -1,7 +1,8 @@
 """Walk-forward training: for each fold, epochs of (collect K env steps, U updates, validate).
 
-A fold's budget is `[train] updates_per_fold` updates and the transitions `replay_ratio` asks
-for, split evenly over `epochs` (`TrainConfig.budget`).
+A fold's budget is `[train] updates_per_fold` updates (the profile's a cap on what its training
+window asks for: `TrainConfig.for_fold`) and the transitions `replay_ratio` asks for, split
+evenly over `epochs` (`TrainConfig.budget`).
 
 Per fold the normaliser is fitted on the training window, the market handed to each phase ends
 at the last bar that phase may see, and the model with the best validation Sharpe is kept. The
@@ -202,7 +203,8 @@ class WalkForwardTrainer:
             env = spec.env.model_copy(update={"episode_len": episode_len})
             spec = spec.model_copy(update={"env": env})
         self.spec = spec
-        self.budget = spec.train.budget()
+        self.fold_train = {f.index: spec.train.for_fold(len(f.train))[0] for f in self.split.folds()}
+        self.budgets = {i: train.budget() for i, train in self.fold_train.items()}
         cuda, perf = self.device.type == "cuda", spec.train.performance
         # Validation runs every epoch: its rollout step is graphed and compiled like the
         # learner's. The test window is rolled out once per fold: graphed only.
@@ -298,7 +300,8 @@ class WalkForwardTrainer:
         base, window = self.learner_window(fold)
         mirror = (FeatureMirror.of(self.pipeline.specs, features.normaliser)
                   if self.spec.agent.mirror else None)
-        learner = Learner(self.spec, market_window(market, base, fold.train.stop), window,
+        spec = self.spec.model_copy(update={"train": self.fold_train[fold.index]})
+        learner = Learner(spec, market_window(market, base, fold.train.stop), window,
                           features.groups, self.device, self.fold_seed(fold), mirror)
         return FoldContext(fold, features, learner, CompiledSteps(learner),
                            market_head(market, fold.val.stop),
@@ -369,7 +372,8 @@ class WalkForwardTrainer:
         transitions than its first update needs (a resumed fold refills its replay)."""
         t = self.spec.train
         short = max(t.learning_starts, t.batch_size) - ctx.learner.transitions
-        return max(self.budget.collect_steps[epoch], -(-short // ctx.learner.env.n_envs))
+        return max(self.budgets[ctx.fold.index].collect_steps[epoch],
+                   -(-short // ctx.learner.env.n_envs))
 
     def train_fold(self, ctx: FoldContext) -> FoldReport:
         t, learner, fold = self.spec.train, ctx.learner, ctx.fold
@@ -380,7 +384,7 @@ class WalkForwardTrainer:
                 ctx.steps.run_collect(self.collect_steps(ctx, epoch))
             with self._timed("updates", lap):
                 if learner.ready_to_learn():
-                    ctx.steps.run_updates(self.budget.updates[epoch])
+                    ctx.steps.run_updates(self.budgets[fold.index].updates[epoch])
             with self._timed("validation", lap):
                 metrics = learner.read_metrics()
                 val, seen = self.judge(ctx)
