@@ -163,3 +163,40 @@ def test_changing_the_test_window_never_changes_the_deploy_decision(
     for key in ("best_epoch", "val", "train_eval", "gap_p", "deployed", "reason", "verdict"):
         assert getattr(report, key) == getattr(expected, key), key
     assert report.baselines != expected.baselines  # the test window did change
+
+
+def confirm_spec(epochs: int = 3):
+    s = spec(epochs=epochs)
+    return s.model_copy(update={"walkforward": s.walkforward.model_copy(
+        update={"deploy_rule": "confirm"})})
+
+
+def test_the_confirm_rule_judges_the_oracle_on_bars_the_choice_never_saw(market, tmp_path):
+    """deploy_rule confirm: the planted signal's oracle deploys on the last half of validation
+    alone, and its reversal stays flat; the report names the slice."""
+    for sign, expected in ((+1.0, "agent"), (-1.0, "flat")):
+        trainer = PolicyTrainer(confirm_spec(1), market.bars, pipeline(), instrument(),
+                                tmp_path / str(sign), CPU)
+        trainer.policy = position_policy(sign * torch.as_tensor(market.signal))
+        report = trainer.run().folds[0]
+        assert report.deployed == expected and report.deploy["rule"] == "confirm"
+        assert "confirmation PSR" in report.reason and "never saw" in report.reason
+        assert report.deploy["sr0"] == 0.0 and report.deploy["candidates"] == 1
+
+
+def test_under_the_confirm_rule_the_confirmation_slice_never_changes_the_choice(market, tmp_path):
+    """The epoch is chosen on validation's first half: bars changed from the confirmation
+    slice on leave the choice, and every selection score, as they were, while the confirmation
+    (and so the decision's figures) sees them."""
+    s = confirm_spec()
+    first = WalkForwardTrainer(s, market.bars, pipeline(), instrument(), tmp_path / "a", CPU)
+    cut = first.confirm_from(first.folds[0])
+    fold = first.folds[0]
+    assert cut == fold.val.stop - round(len(fold.val) * 0.5)
+    expected = first.run().folds[0]
+    bars = _with_test_window_changed(market.bars, cut + 1, 1.3, 5)
+    report = WalkForwardTrainer(s, bars, pipeline(), instrument(), tmp_path / "b", CPU).run().folds[0]
+    lines = [[json.loads(x)["select_sharpe"] for x in (d / "run.jsonl").read_text().splitlines()]
+             for d in (tmp_path / "a", tmp_path / "b")]
+    assert report.best_epoch == expected.best_epoch and lines[0] == lines[1]
+    assert report.deploy["sharpe"] != expected.deploy["sharpe"]

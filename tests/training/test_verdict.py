@@ -36,14 +36,16 @@ def window(sharpe: float, psr: float | None, flat: float = 0.3) -> dict:
     (0.99, 0.95, "agent"), (0.95, 0.95, "agent"), (0.9499, 0.95, "flat"), (0.31, 0.95, "flat"),
     (None, 0.95, "flat"), (None, 0.0, "agent"), (0.0, 0.0, "agent"),
 ])
-@pytest.mark.parametrize("rule", ["deflated", "psr"])
+@pytest.mark.parametrize("rule", ["deflated", "confirm", "psr"])
 def test_deploy_decision_is_the_rules_probability_against_the_level(p, level, expected, rule):
     deployed, why = deploy_decision(DeployTest(rule, 20, 0.01, 0.004, p), level, 252.0)
     assert deployed == expected
     assert f"deploy_min_psr {level:g}" in why
     assert why.startswith(NO_EDGE) == (expected == "flat")
-    assert ("DSR" if rule == "deflated" else "PSR") in why
+    name = {"deflated": "DSR", "confirm": "confirmation PSR", "psr": "validation PSR"}[rule]
+    assert name in why
     assert ("expected best of 20 epochs" in why) == (rule == "deflated")
+    assert ("the choice of 20 epochs never saw" in why) == (rule == "confirm")
 
 
 def test_the_psr_rule_is_the_plain_psr_against_flat():

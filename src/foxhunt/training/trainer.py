@@ -47,7 +47,7 @@ from foxhunt.errors import CheckpointError, ConfigError
 from foxhunt.features.mirror import FeatureMirror
 from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
 from foxhunt.fileio import write_text_atomic
-from foxhunt.metrics import sharpe_above_probability
+from foxhunt.metrics import sharpe, sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.config import TrainingSpec
@@ -361,6 +361,22 @@ class WalkForwardTrainer:
                 compile=self.rollout_compile and validating)
         return ctx.rollouts[key]
 
+    def confirm_from(self, fold: Fold) -> int | None:
+        """Under deploy_rule `confirm`, the first validation bar kept from the choice of epoch
+        to confirm it; else None (the choice and the rule read all of validation)."""
+        wf = self.spec.walkforward
+        if wf.deploy_rule != "confirm":
+            return None
+        return fold.val.stop - max(1, round(len(fold.val) * wf.deploy_confirm_share))
+
+    def selection_sharpe(self, fold: Fold, val: WindowResult) -> float:
+        """What the epochs are chosen by: the validation Sharpe, on the bars before the
+        confirmation slice where there is one."""
+        cut = self.confirm_from(fold)
+        if cut is None:
+            return val.sharpe
+        return sharpe(val.pnl[val.bar < cut] / self.spec.train.capital, val.periods_per_year)
+
     def judge(self, ctx: FoldContext) -> tuple[WindowResult, WindowResult]:
         """The greedy policy on validation and on the training slice, in one rollout."""
         val, seen = self.evaluate_windows(ctx, ctx.val_market,
@@ -388,9 +404,10 @@ class WalkForwardTrainer:
             with self._timed("validation", lap):
                 metrics = learner.read_metrics()
                 val, seen = self.judge(ctx)
-            best = val.sharpe > ctx.best_sharpe
+            score = self.selection_sharpe(fold, val)
+            best = score > ctx.best_sharpe
             if best:
-                ctx.best_sharpe, ctx.best_epoch = val.sharpe, epoch
+                ctx.best_sharpe, ctx.best_epoch = score, epoch
                 ctx.best_state = {k: v.detach().clone()
                                   for k, v in learner.policy_net.state_dict().items()}
             line = {
@@ -399,6 +416,7 @@ class WalkForwardTrainer:
                 "action_mix": metrics.action_mix, "val": val.summary(),
                 "train_eval": seen.summary(), "gap": seen.sharpe - val.sharpe,
                 "gap_p": _gap_p(seen, val), "best": best,
+                **({} if score == val.sharpe else {"select_sharpe": score}),
             }
             timing = {"fold": fold.index, "epoch": epoch, "experience_ms": lap["experience"],
                       "training_ms": lap["updates"], "validation_ms": lap["validation"],
@@ -428,7 +446,9 @@ class WalkForwardTrainer:
         wf = self.spec.walkforward
         min_psr = wf.deploy_min_psr
         candidates = [e["val"].get("sr", 0.0) for e in ctx.epochs]  # older logs lack "sr"
-        tested = deploy_test(val.pnl / self.spec.train.capital, candidates, wf.deploy_rule)
+        cut = self.confirm_from(fold)
+        returns = val.pnl if cut is None else val.pnl[val.bar >= cut]
+        tested = deploy_test(returns / self.spec.train.capital, candidates, wf.deploy_rule)
         deployed, reason = deploy_decision(tested, min_psr, val.periods_per_year)
         test, baselines, agent_test = self._test(ctx, deployed)
         path = save_checkpoint(

@@ -67,8 +67,7 @@ class Opportunity:
         return NormalDist().cdf(per_bar * math.sqrt(max(self.bars - 1, 1)))
 
 
-DeployRule = Literal["deflated", "psr"]
-DEPLOY_RULES: tuple[DeployRule, ...] = ("deflated", "psr")
+DeployRule = Literal["deflated", "confirm", "psr"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,8 @@ class DeployTest:
     the Sharpe it had to beat, `sr0`, and P(true Sharpe > sr0). Rule `deflated` (Bailey & Lopez
     de Prado 2014, "The deflated Sharpe ratio"): sr0 is the expected best of the fold's
     `candidates` epochs had none any skill, from the spread of their validation Sharpes, so
-    picking the best of many is not taken for an edge; rule `psr`: sr0 = 0 (flat)."""
+    picking the best of many is not taken for an edge; rule `confirm`: sr0 = 0 on the end of
+    validation that the choice of epoch never saw; rule `psr`: sr0 = 0 (flat)."""
 
     rule: DeployRule
     candidates: int  # epochs the choice was made from
@@ -94,12 +94,10 @@ class DeployTest:
 
 
 def deploy_test(returns: np.ndarray, candidates: Sequence[float], rule: DeployRule) -> DeployTest:
-    """The rule's test of the chosen epoch's validation `returns`, picked as the best of the
-    epochs whose per-bar validation Sharpes are `candidates` (a flat epoch's is 0)."""
-    if rule == "psr":
-        found = deflated_sharpe(returns, [0.0])
-    else:
-        found = deflated_sharpe(returns, candidates)
+    """The rule's test of the chosen epoch's validation `returns` (rule `confirm`: those of the
+    confirmation slice), picked as the best of the epochs whose per-bar validation Sharpes are
+    `candidates` (a flat epoch's is 0)."""
+    found = deflated_sharpe(returns, candidates if rule == "deflated" else [0.0])
     if found is None:
         return DeployTest(rule, len(candidates), None, 0.0, None)
     return DeployTest(rule, len(candidates), found.sharpe, found.sr0, found.dsr)
@@ -109,11 +107,13 @@ def deploy_decision(test: DeployTest, min_p: float, periods_per_year: float) -> 
     """("agent" | "flat", why): the agent where the rule's P(true Sharpe > sr0) reaches
     `min_p` ([walkforward] deploy_min_psr)."""
     shown = "n/a" if test.p is None else f"{test.p:.2f}"
-    name = "DSR" if test.rule == "deflated" else "PSR"
+    name = {"deflated": "DSR", "confirm": "confirmation PSR"}.get(test.rule, "PSR")
     against = ""
     if test.rule == "deflated":
         sr0 = test.sr0 * math.sqrt(periods_per_year)
         against = f" against Sharpe {_num(sr0)}, the expected best of {test.candidates} epochs"
+    elif test.rule == "confirm":
+        against = f" on bars the choice of {test.candidates} epochs never saw"
     if (0.0 if test.p is None else test.p) >= min_p:
         return "agent", f"validation {name} {shown}{against} >= deploy_min_psr {min_p:g}"
     return "flat", f"{NO_EDGE}: validation {name} {shown}{against} < deploy_min_psr {min_p:g}"

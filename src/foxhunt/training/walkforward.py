@@ -31,11 +31,18 @@ class WalkForwardConfig(StrictConfig):
         "beat deploy_rule's benchmark with at least this probability (P(true Sharpe > "
         "benchmark)); below it the fold deploys flat. 0 deploys every fold's agent",
     )
-    deploy_rule: Literal["deflated", "psr"] = Field(
+    deploy_rule: Literal["deflated", "confirm", "psr"] = Field(
         default="deflated",
         description="deflated: the benchmark is the Sharpe the best of the fold's epochs would "
         "show with no skill, from the spread of their validation Sharpes (deflated Sharpe "
-        "ratio); psr: zero, as if the chosen epoch had been the only one tried",
+        "ratio); confirm: the epoch is chosen on validation's first bars and must beat zero on "
+        "its last deploy_confirm_share, which the choice never saw; psr: zero on all of "
+        "validation, as if the chosen epoch had been the only one tried",
+    )
+    deploy_confirm_share: float = Field(
+        default=0.5, gt=0, lt=1,
+        description="deploy_rule confirm: the share of the validation window, at its end, kept "
+        "from the choice of epoch to confirm it",
     )
 
     @model_validator(mode="after")
