@@ -89,9 +89,10 @@ def test_test_windows_follow_validation_windows(market, tmp_path):
 def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at_the_end(
         market, tmp_path, average_epochs):
     """Model selection sees validation only: the kept model is the epoch with the highest
-    validation Sharpe (validated beside the training slice every epoch, then once more for the
-    kept model's row and the deploy decision), and each fold's test window is rolled out once,
-    after that. With a weight average the average is what is judged, kept and saved."""
+    validation Sharpe among the fold's last half (`choose_from_last`; validated beside the
+    training slice every epoch, then once more for the kept model's row and the deploy
+    decision), and each fold's test window is rolled out once, after that. With a weight
+    average the average is what is judged, kept and saved."""
     epochs = 4
     spec = tiny_spec(epochs=epochs, average_epochs=average_epochs)
     trainer = make(market, tmp_path, deploying_always(spec))
@@ -116,8 +117,9 @@ def test_best_validation_epoch_is_kept_and_the_test_window_is_rolled_out_once_at
     by_fold = (val_runs[:epochs + 1], val_runs[epochs + 1:])
     for report, runs in zip(result.folds, by_fold, strict=True):
         sharpes = [sharpe for sharpe, _ in runs[:epochs]]
-        assert report.best_epoch == sharpes.index(max(sharpes))
-        assert report.val["sharpe"] == runs[-1][0] == max(sharpes)
+        first = trainer.first_candidate
+        assert first == 2 and report.best_epoch == first + sharpes[first:].index(max(sharpes[first:]))
+        assert report.val["sharpe"] == runs[-1][0] == max(sharpes[first:])
         kept = runs[report.best_epoch][1]
         saved = torch.load(tmp_path / "checkpoints" / f"fold{report.fold}.pt", weights_only=True)
         assert all(torch.equal(saved["state_dict"][k], kept[k]) for k in kept)

@@ -29,6 +29,7 @@ equal shapes and envs of equal bounds: folds 2..k reuse what fold 1 compiled.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -361,6 +362,12 @@ class WalkForwardTrainer:
                 compile=self.rollout_compile and validating)
         return ctx.rollouts[key]
 
+    @property
+    def first_candidate(self) -> int:
+        """The first epoch a fold's model may be chosen from (`choose_from_last`)."""
+        epochs = self.spec.train.epochs
+        return epochs - max(1, math.ceil(epochs * self.spec.walkforward.choose_from_last))
+
     def confirm_from(self, fold: Fold) -> int | None:
         """Under deploy_rule `confirm`, the first validation bar kept from the choice of epoch
         to confirm it; else None (the choice and the rule read all of validation)."""
@@ -405,7 +412,7 @@ class WalkForwardTrainer:
                 metrics = learner.read_metrics()
                 val, seen = self.judge(ctx)
             score = self.selection_sharpe(fold, val)
-            best = score > ctx.best_sharpe
+            best = epoch >= self.first_candidate and score > ctx.best_sharpe
             if best:
                 ctx.best_sharpe, ctx.best_epoch = score, epoch
                 ctx.best_state = {k: v.detach().clone()
@@ -445,7 +452,8 @@ class WalkForwardTrainer:
             val, seen = self.judge(ctx)
         wf = self.spec.walkforward
         min_psr = wf.deploy_min_psr
-        candidates = [e["val"].get("sr", 0.0) for e in ctx.epochs]  # older logs lack "sr"
+        candidates = [e["val"].get("sr", 0.0) for e in ctx.epochs  # older logs lack "sr"
+                      if e["epoch"] >= self.first_candidate]
         cut = self.confirm_from(fold)
         returns = val.pnl if cut is None else val.pnl[val.bar >= cut]
         tested = deploy_test(returns / self.spec.train.capital, candidates, wf.deploy_rule)

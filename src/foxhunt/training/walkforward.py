@@ -39,6 +39,12 @@ class WalkForwardConfig(StrictConfig):
         "its last deploy_confirm_share, which the choice never saw; psr: zero on all of "
         "validation, as if the chosen epoch had been the only one tried",
     )
+    choose_from_last: float = Field(
+        default=0.5, gt=0, le=1,
+        description="the share of a fold's epochs, at its end, that its model is chosen from "
+        "and that the deploy rule counts as candidates: the epochs before are learning's "
+        "warm-up, whose poor validation Sharpes would read as luck to the deflated rule",
+    )
     deploy_confirm_share: float = Field(
         default=0.5, gt=0, lt=1,
         description="deploy_rule confirm: the share of the validation window, at its end, kept "
