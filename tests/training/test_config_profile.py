@@ -65,7 +65,7 @@ def test_the_cpu_profile_sizes_a_small_network():
     choice = choose_profile(device_name=None, detect=False)
     sized = TrainingSpec().sized_for(choice.profile)
     assert choice.profile.name == "default"
-    assert (sized.agent.hidden, sized.agent.atoms, sized.train.updates_per_fold) == (128, 11, 1_280)
+    assert (sized.agent.hidden, sized.agent.atoms, sized.train.updates_per_fold) == (128, 11, 8_000)
 
 
 def test_the_table_covers_every_profile_size_and_names_real_keys():

@@ -44,7 +44,7 @@ def test_30000_bars_in_3_folds_keep_every_profiles_budget(name):
 
 def test_the_bundled_samples_folds_train_for_their_700_bars():
     """2,264 bars: 696-bar training windows train 10,240 x 696 / 512 = 13,920 updates on an H100
-    (an 18th of its 250,000), in 20 epochs of 696; the CPU's 1,280 stay under the data's."""
+    (an 18th of its 250,000), in 20 epochs of 696; the CPU's 8,000 stay under the data's."""
     spec = TrainingSpec().sized_for(H100)
     windows = train_windows(2_264, spec)
     assert windows == [696] * 3
@@ -53,7 +53,7 @@ def test_the_bundled_samples_folds_train_for_their_700_bars():
     assert why == ("updates_per_fold = 13,920 = 10,240 samples per training bar x 696 bars / "
                    "batch 512 (20 epochs of 696; under the cap of 250,000)")
     cpu = TrainingSpec().sized_for(PROFILES["default"]).train.for_fold(696)[0]
-    assert cpu.updates_per_fold == 1_280
+    assert cpu.updates_per_fold == 8_000
 
 
 @pytest.mark.parametrize("bars", [1, 50, 696, 5_000, 12_500, 100_000])

@@ -20,12 +20,12 @@ from .builders import instrument, pipeline, synth, tiny_spec
 CPU = torch.device("cpu")
 
 
-def test_the_cpu_profile_keeps_the_budget_it_always_had():
-    """20 epochs of 64 updates of 128 and 32 collect steps of 64 envs: 4 samples per
-    transition, as the old collect_steps = 32, updates_per_epoch = 64 trained."""
+def test_the_cpu_profile_trains_8000_updates_a_fold():
+    """20 epochs of 400 updates of 128 and 200 collect steps of 64 envs: 4 samples per
+    transition."""
     budget = TrainingSpec().sized_for(shipped_profiles()["default"]).train.budget()
-    assert budget.updates == (64,) * 20 and budget.collect_steps == (32,) * 20
-    assert budget.total_updates == 1_280 and budget.transitions == 20 * 32 * 64
+    assert budget.updates == (400,) * 20 and budget.collect_steps == (200,) * 20
+    assert budget.total_updates == 8_000 and budget.transitions == 20 * 200 * 64
     assert budget.replay_ratio == 4.0
 
 
