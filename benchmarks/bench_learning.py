@@ -25,16 +25,18 @@ per-seed mean over folds. `--rules-only` skips the agent (no targets are then de
 `--quick` (CI runs it on the CPU, in seconds): a tiny agent on 4,000-bar markets, and unless
 given, the trend market and seed 0.
 
-`--false-deploys` (issue 33): how often each deploy rule deploys a fold, at the shipped settings
+`--false-deploys` (issue 33): how often the deploy rule deploys a fold, at the shipped settings
 of the device's profile (those of `foxhunt train`). Every fold of every run is judged by the
-trainer's rule (`deflated`: P of beating the expected best of the fold's epochs without skill)
-and by the one before (`psr`: validation PSR against flat), both at `deploy_min_psr`, with each
-rule's test Sharpe (the chosen model's where it deploys, flat's where not). The null markets
-(`garch_noise`, `walk`) run `--seeds` (default 0-19), the others `--signal-seeds` (default 0,1,2;
-markets default garch_noise, walk, ar, trend, reversion); 30,000 bars a market, 10,000 on the
-CPU. Targets, as `target_met`: the deflated rule deploys <= 5% of null folds over >= 20 seeds,
->= 70% of `ar`, `trend` and `reversion` folds, with a mean test Sharpe no lower than psr's.
-`--resume` keeps the finished runs of `--out` (same settings) and runs the rest.
+trainer's rule (`[walkforward] deploy_rule`, shipped `deflated`: P of beating the expected best
+of the fold's candidate epochs without skill) and by the old one (`psr`: the chosen model's
+validation PSR against flat), both at `deploy_min_psr`, with each rule's test Sharpe (the chosen
+model's where it deploys, flat's where not). The null markets (`garch_noise`, `walk`) run
+`--seeds` (default 0-19), the others `--signal-seeds` (default 0,1,2; markets default
+garch_noise, walk, ar, trend, reversion), null markets first; 30,000 bars a market, 10,000 on
+the CPU. Targets, as `target_met`: the trainer's rule deploys <= 5% of null folds over >= 20
+seeds, >= 70% of `ar`, `trend` and `reversion` folds, with a mean test Sharpe no lower than
+psr's. `--resume` keeps the runs of `--out` that have every fold (same settings) and runs the
+rest.
 
 Prints one JSON document on stdout (progress and the table go to stderr); `--markdown FILE`
 also writes the table as markdown. `--out FILE` is rewritten after every finished fold
@@ -91,9 +93,9 @@ NULL_MARKETS = ("garch_noise", "walk")
 REAL_MARKETS = ("es", "eurusd", "goog")
 MARKETS = SYNTH_MARKETS + REAL_MARKETS
 SIGNAL_MARKETS = ("ar", "trend", "reversion")
-RULES = ("deflated", "psr")
-"""The deploy rules --false-deploys compares: the trainer's (P of beating the expected best of the
-fold's epochs without skill) and the one before (validation PSR against flat)."""
+OLD_RULE = "psr"
+"""What --false-deploys compares the trainer's deploy rule with: the rule before issue 33,
+validation PSR against flat."""
 FALSE_DEPLOY_TARGET = 0.05
 NULL_SEEDS_TARGET = 20
 DEPLOY_RATE_TARGET = 0.7
@@ -101,8 +103,8 @@ DEPLOY_DEFAULTS = {"markets": "garch_noise,walk,ar,trend,reversion", "seeds": "0
                    "signal_seeds": "0,1,2"}
 DEPLOY_QUICK_DEFAULTS = {"markets": "walk,trend", "seeds": "0", "signal_seeds": "0"}
 DEPLOY_CPU_BARS = 10_000
-"""--false-deploys on the CPU: bars a market (30,000 elsewhere), so that 49 runs fit in about an
-hour of one core (docs/learning.md, "False deploys")."""
+"""--false-deploys on the CPU: bars a market (30,000 elsewhere); a fold's validation and test
+rollouts take a third of the time, its updates as long (docs/learning.md, "False deploys")."""
 RULE_TARGET = 0.8
 ORACLE_TARGET = 0.5
 NULL_T = 2.0
@@ -376,8 +378,8 @@ def targets(market: Market, s: dict[str, Any]) -> list[dict[str, Any]]:
 
 def deploy_one(market: Market, seed: int, args: argparse.Namespace, device, workdir: Path,
                on_fold: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """One walk-forward run, judged per fold by both deploy rules (`deploy_row`); `on_fold(doc)`
-    gets the run's document after each fold."""
+    """One walk-forward run, judged per fold by the trainer's deploy rule and the old one
+    (`deploy_row`); `on_fold(doc)` gets the run's document after each fold."""
     trainer = make_trainer(market, seed, args, device, workdir)
     level = trainer.spec.walkforward.deploy_min_psr
     doc: dict[str, Any] = {"market": market.name, "seed": seed, "bars": len(market.bars),
@@ -388,7 +390,7 @@ def deploy_one(market: Market, seed: int, args: argparse.Namespace, device, work
         doc["folds"].append(row)
         log(f"{market.name} seed {seed} fold {row['fold']}: val Sharpe {row['val_sharpe']:+.2f}, "
             + ", ".join(f"{rule} p {_p(row['p'][rule])} -> "
-                        f"{'agent' if row['deployed'][rule] else 'flat'}" for rule in RULES)
+                        f"{'agent' if row['deployed'][rule] else 'flat'}" for rule in row["p"])
             + f"; chosen model's test Sharpe {row['test_chosen']['sharpe']:+.2f}")
         on_fold(doc)
 
@@ -397,19 +399,20 @@ def deploy_one(market: Market, seed: int, args: argparse.Namespace, device, work
 
 
 def deploy_row(report: Any, level: float) -> dict[str, Any]:
-    """A fold under both rules: `deflated` deploys where the trainer's deploy figures reach
-    `level`, `psr` (the rule before) where the validation PSR against flat does. Each rule's test
+    """A fold under two rules: the trainer's deploys where its P reaches `level`, the old one
+    (`OLD_RULE`) where the chosen model's validation PSR against flat does. Each rule's test
     Sharpe is the chosen model's where it deploys, flat's where not."""
     chosen = report.test if report.deployed == "agent" else report.undeployed_test
-    p = {"deflated": report.deploy["p"], "psr": report.val["psr"]}
-    deployed = {rule: (0.0 if p[rule] is None else p[rule]) >= level for rule in RULES}
-    assert deployed["deflated"] == (report.deployed == "agent"), "the trainer deployed otherwise"
+    rule = report.deploy["rule"]
+    p = {rule: report.deploy["p"], OLD_RULE: report.val["psr"]}
+    deployed = {r: (0.0 if p[r] is None else p[r]) >= level for r in p}
+    assert deployed[rule] == (report.deployed == "agent"), "the trainer deployed otherwise"
     flat = report.baselines["flat"]["sharpe"]
     return {"fold": report.fold, "windows": report.windows, "best_epoch": report.best_epoch,
             "val_sharpe": report.val["sharpe"], "deploy": report.deploy, "p": p,
             "deployed": deployed,
             "test_chosen": {k: chosen[k] for k in ("sharpe", "return", "trades", "flat", "bars")},
-            "test_sharpe": {rule: chosen["sharpe"] if deployed[rule] else flat for rule in RULES}}
+            "test_sharpe": {r: chosen["sharpe"] if deployed[r] else flat for r in p}}
 
 
 def _p(p: float | None) -> str:
@@ -424,41 +427,44 @@ def wilson(k: int, n: int, z: float = 1.959964) -> list[float]:
     return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
 
 
-def deploy_summary(name: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+def deploy_summary(name: str, runs: list[dict[str, Any]], rules: tuple[str, str]
+                   ) -> dict[str, Any]:
     """Per rule: folds deployed, their rate with its 95% interval, and the mean ± sd over seeds
     of each seed's mean test Sharpe (a flat fold counts flat's); then the targets."""
     folds = [f for r in runs for f in r["folds"]]
     out: dict[str, Any] = {"seeds": len(runs), "folds": len(folds)}
-    for rule in RULES:
+    for rule in rules:
         k = sum(f["deployed"][rule] for f in folds)
         out[rule] = {"deployed": k, "rate": round(k / len(folds), 4),
                      "interval_95": wilson(k, len(folds)),
                      "test_sharpe": stats([statistics.fmean(f["test_sharpe"][rule]
                                                             for f in r["folds"]) for r in runs])}
-    out["targets"] = deploy_targets(name, out)
+    out["targets"] = deploy_targets(name, out, *rules)
     out["target_met"] = all(t["target_met"] for t in out["targets"]) if out["targets"] else None
     return out
 
 
-def deploy_targets(name: str, s: dict[str, Any]) -> list[dict[str, Any]]:
-    new, old = s["deflated"], s["psr"]
+def deploy_targets(name: str, s: dict[str, Any], rule: str, old_rule: str
+                   ) -> list[dict[str, Any]]:
+    new, old = s[rule], s[old_rule]
     if name in NULL_MARKETS:
-        return [{"target": f"deflated deploys <= {FALSE_DEPLOY_TARGET:.0%} of folds",
+        return [{"target": f"{rule} deploys <= {FALSE_DEPLOY_TARGET:.0%} of folds",
                  "value": new["rate"], "target_met": new["rate"] <= FALSE_DEPLOY_TARGET},
                 {"target": f">= {NULL_SEEDS_TARGET} seeds", "value": s["seeds"],
                  "target_met": s["seeds"] >= NULL_SEEDS_TARGET}]
     if name in SIGNAL_MARKETS:
-        return [{"target": f"deflated deploys >= {DEPLOY_RATE_TARGET:.0%} of folds",
+        return [{"target": f"{rule} deploys >= {DEPLOY_RATE_TARGET:.0%} of folds",
                  "value": new["rate"], "target_met": new["rate"] >= DEPLOY_RATE_TARGET},
-                {"target": "mean test Sharpe, deflated >= psr", "value": new["test_sharpe"]["mean"],
+                {"target": f"mean test Sharpe, {rule} >= {old_rule}",
+                 "value": new["test_sharpe"]["mean"],
                  "need": old["test_sharpe"]["mean"],
                  "target_met": new["test_sharpe"]["mean"] >= old["test_sharpe"]["mean"]}]
     return []
 
 
-def deploy_table(markets: list[dict[str, Any]], level: float) -> str:
-    head = ["market", "seeds", "folds", "deployed: deflated", f"deployed: PSR >= {level:g}",
-            "test Sharpe: deflated", "test Sharpe: PSR", "targets met"]
+def deploy_table(markets: list[dict[str, Any]], level: float, rules: tuple[str, str]) -> str:
+    head = ["market", "seeds", "folds", *(f"deployed: {r} >= {level:g}" for r in rules),
+            *(f"test Sharpe: {r}" for r in rules), "targets met"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for m in markets:
         s = m["summary"]
@@ -468,8 +474,8 @@ def deploy_table(markets: list[dict[str, Any]], level: float) -> str:
         lines.append("| " + " | ".join([
             m["market"], str(s["seeds"]), str(s["folds"]),
             *(f"{s[r]['deployed']} ({s[r]['rate']:.1%}, {s[r]['interval_95'][0]:.1%}-"
-              f"{s[r]['interval_95'][1]:.1%})" for r in RULES),
-            *(_pm(s[r]["test_sharpe"]) for r in RULES),
+              f"{s[r]['interval_95'][1]:.1%})" for r in rules),
+            *(_pm(s[r]["test_sharpe"]) for r in rules),
             "; ".join(f"{t['target']}: {met[t['target_met']]}" for t in s["targets"]) or "-",
         ]) + " |")
     return "\n".join(lines)
@@ -497,16 +503,17 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
     plan = [(n, s) for s in null_seeds for n in names if n in NULL_MARKETS] + \
         [(n, s) for n in names if n not in NULL_MARKETS for s in signal_seeds]
     spec = agent_spec(args, 0)
-    if spec.walkforward.deploy_rule != "deflated":
-        raise SystemExit("--false-deploys compares the deflated rule with psr: it needs "
-                         "[walkforward] deploy_rule = \"deflated\"")
+    rules = (spec.walkforward.deploy_rule, OLD_RULE)
+    if rules[0] == OLD_RULE:
+        raise SystemExit(f"--false-deploys compares the trainer's deploy rule with {OLD_RULE}: "
+                         f"[walkforward] deploy_rule is {OLD_RULE} itself")
     choice = choose_profile(None)
     level = spec.walkforward.deploy_min_psr
     settings = {"mode": "false_deploys", "markets": names, "seeds": null_seeds,
                 "signal_seeds": signal_seeds, "bars": args.bars, "folds": args.folds,
                 "quick": args.quick, "profile": {"name": choice.profile.name,
                                                  "reason": choice.reason},
-                "deploy_min_psr": level, "revision": revision(),
+                "deploy_rule": rules[0], "deploy_min_psr": level, "revision": revision(),
                 "targets": {"false_deploys": FALSE_DEPLOY_TARGET, "null_seeds": NULL_SEEDS_TARGET,
                             "deploy_rate": DEPLOY_RATE_TARGET},
                 "agent_spec": spec.model_dump(mode="json")}
@@ -519,13 +526,13 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
         for name in names:
             done = [runs[k] for k in plan if k[0] == name and k in runs]
             markets.append({"market": name, "null": name in NULL_MARKETS,
-                            "summary": deploy_summary(name, done) if done else None,
+                            "summary": deploy_summary(name, done, rules) if done else None,
                             "seeds": done + ([current] if current and current["market"] == name
                                              else [])})
         return {"complete": current is None and len(runs) == len(plan), "quick": args.quick,
                 "settings": settings, "markets": markets}
 
-    def write(current: dict[str, Any]) -> None:
+    def write(current: dict[str, Any] | None) -> None:
         if args.out:
             write_json(Path(args.out), document("learning", device, results(current)))
 
@@ -539,11 +546,12 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
             try:
                 runs[(name, seed)] = {**deploy_one(market, seed, args, device, Path(tmp), write),
                                       "revision": settings["revision"]}
+                write(None)
             except FoxhuntError as exc:
                 raise SystemExit(f"{name} seed {seed}: {exc}") from None
     doc = results()
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    text = deploy_table(doc["markets"], level)
+    text = deploy_table(doc["markets"], level, rules)
     print(text, file=sys.stderr)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
@@ -552,16 +560,16 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
 
 def _resumed(out: str | None, settings: dict[str, Any], plan: list[tuple[str, int]]
              ) -> dict[tuple[str, int], dict[str, Any]]:
-    """The finished runs of `plan` in the document at `out`, if it was made with the same
-    bars, folds, deploy level and agent (seeds and markets may differ)."""
+    """The runs of `plan` with every fold in the document at `out`, if it was made with the
+    same bars, folds, deploy level and agent (seeds and markets may differ)."""
     if not out or not Path(out).exists():
         return {}
     doc = json.loads(Path(out).read_text())
-    same = ("mode", "bars", "folds", "quick", "deploy_min_psr", "agent_spec")
+    same = ("mode", "bars", "folds", "quick", "agent_spec")
     if any(doc.get("settings", {}).get(k) != settings[k] for k in same):
         raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(same)})")
     return {(r["market"], r["seed"]): r for m in doc["markets"] for r in m["seeds"]
-            if "agent_s" in r and (r["market"], r["seed"]) in plan}
+            if len(r["folds"]) == settings["folds"] and (r["market"], r["seed"]) in plan}
 
 
 # -- output -----------------------------------------------------------------------------------

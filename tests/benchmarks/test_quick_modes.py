@@ -118,7 +118,7 @@ def test_the_learning_benchmarks_false_deploy_mode_runs_quick(tmp_path):
     for m in doc["markets"]:
         s = m["summary"]
         assert (s["seeds"], s["folds"]) == (1, 3)
-        for rule in ("deflated", "psr"):
+        for rule in (doc["settings"]["deploy_rule"], "psr"):
             lo, hi = s[rule]["interval_95"]
             assert 0 <= lo <= s[rule]["rate"] <= hi <= 1
         assert s["targets"] and all(isinstance(t["target_met"], bool) for t in s["targets"])
