@@ -48,17 +48,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from _common import document, emit, log, resolve_device, run_main, write_json
 
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
@@ -537,18 +541,29 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
             write_json(Path(args.out), document("learning", device, results(current)))
 
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, seed in plan:
-            if (name, seed) in runs:
-                continue
-            market = load_market(name, args.bars, seed)
-            log(f"{name} seed {seed}: {len(market.bars):,} bars ({len(runs) + 1}/{len(plan)})")
-            try:
-                runs[(name, seed)] = {**deploy_one(market, seed, args, device, Path(tmp), write),
-                                      "revision": settings["revision"]}
+    todo = [key for key in plan if key not in runs]
+    if args.jobs > 1 and len(todo) > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // args.jobs) if device.type == "cpu" else 1
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(args.jobs, len(todo)), mp_context=context) as pool:
+            pending = {pool.submit(_deploy_job, name, seed, args, device, threads): (name, seed)
+                       for name, seed in todo}
+            for future in as_completed(pending):
+                runs[pending[future]] = {**future.result(), "revision": settings["revision"]}
+                log(f"{len(runs)}/{len(plan)} runs done")
                 write(None)
-            except FoxhuntError as exc:
-                raise SystemExit(f"{name} seed {seed}: {exc}") from None
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, seed in todo:
+                market = load_market(name, args.bars, seed)
+                log(f"{name} seed {seed}: {len(market.bars):,} bars "
+                    f"({len(runs) + 1}/{len(plan)})")
+                try:
+                    runs[(name, seed)] = {**deploy_one(market, seed, args, device, Path(tmp),
+                                                       write), "revision": settings["revision"]}
+                    write(None)
+                except FoxhuntError as exc:
+                    raise SystemExit(f"{name} seed {seed}: {exc}") from None
     doc = results()
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     text = deploy_table(doc["markets"], level, rules)
@@ -556,6 +571,19 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     emit("learning", device, doc, args.out)
+
+
+def _deploy_job(name: str, seed: int, args: argparse.Namespace, device, threads: int
+                ) -> dict[str, Any]:
+    """One run of `--jobs`, in its own process (`threads` torch threads on the CPU)."""
+    torch.set_num_threads(threads)
+    market = load_market(name, args.bars, seed)
+    log(f"{name} seed {seed}: {len(market.bars):,} bars (pid {os.getpid()})")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            return deploy_one(market, seed, args, device, Path(tmp), lambda doc: None)
+        except FoxhuntError as exc:
+            raise SystemExit(f"{name} seed {seed}: {exc}") from None
 
 
 def _resumed(out: str | None, settings: dict[str, Any], plan: list[tuple[str, int]]
@@ -566,10 +594,20 @@ def _resumed(out: str | None, settings: dict[str, Any], plan: list[tuple[str, in
         return {}
     doc = json.loads(Path(out).read_text())
     same = ("mode", "bars", "folds", "quick", "agent_spec")
-    if any(doc.get("settings", {}).get(k) != settings[k] for k in same):
-        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(same)})")
+    if any(_learned(doc.get("settings", {}), k) != _learned(settings, k) for k in same):
+        raise SystemExit(f"--resume: {out} was made with other settings ({', '.join(same)}; "
+                         "[train.performance] aside)")
     return {(r["market"], r["seed"]): r for m in doc["markets"] for r in m["seeds"]
             if len(r["folds"]) == settings["folds"] and (r["market"], r["seed"]) in plan}
+
+
+def _learned(settings: dict[str, Any], key: str) -> Any:
+    """`settings[key]`, the agent's without `[train.performance]` (how fast its steps run)."""
+    value = settings.get(key)
+    if key == "agent_spec" and isinstance(value, dict):
+        value = {**value, "train": {k: v for k, v in value.get("train", {}).items()
+                                    if k != "performance"}}
+    return value
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -664,6 +702,9 @@ def main(argv: list[str] | None = None) -> None:
                         f"({', '.join(NULL_MARKETS)}) and the others, instead of the learning table")
     parser.add_argument("--resume", action="store_true",
                         help="--false-deploys: keep the finished runs of --out and run the rest")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="--false-deploys: runs at a time, each in its own process (the CPU's "
+                        "cores split between them; on CUDA they share the GPU)")
     parser.add_argument("--quick", action="store_true",
                         help="a tiny agent, 4,000-bar markets, and unless given one market "
                         "and one seed (CI smoke test)")
@@ -673,6 +714,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.false_deploys and (args.rules_only or args.deploy_all):
         raise SystemExit("--false-deploys: trains every fold and applies both deploy rules "
                          "itself; leave out --rules-only and --deploy-all")
+    if args.jobs < 1 or (args.jobs > 1 and not args.false_deploys):
+        raise SystemExit("--jobs: a count >= 1, and above 1 only with --false-deploys")
     if args.resume and not (args.false_deploys and args.out):
         raise SystemExit("--resume: needs --false-deploys and --out")
     if args.false_deploys:

@@ -33,8 +33,8 @@ def pipeline() -> FeaturePipeline:
 def tiny_spec(epochs: int = 2, folds: int = 2, performance: dict | None = None,
               **train) -> TrainingSpec:
     """Seconds on CPU: for plumbing, determinism and fold-isolation tests; `performance` sets
-    [train.performance] keys, `train` other [train] keys. By default each epoch: 10 updates of
-    32 and 8 collect steps of 16 envs. The sample augmentations (mirror, input noise) are off:
+    [train.performance] keys (compile on: the GPU tests test it), `train` other [train] keys.
+    By default each epoch: 10 updates of 32 and 8 collect steps of 16 envs. The sample augmentations (mirror, input noise) are off:
     the tests built on it hold the update to `reference_update` on the replay's own batches;
     test_regularisers.py tests the augmentations."""
     train = {"updates_per_fold": 10 * epochs, "replay_ratio": 2.5, **train}
@@ -44,7 +44,8 @@ def tiny_spec(epochs: int = 2, folds: int = 2, performance: dict | None = None,
         replay=ReplayConfig(capacity=4096, beta_anneal_steps=200),
         train=TrainConfig(epochs=epochs, learning_starts=128, batch_size=32, n_envs=16,
                           eval_windows=8,
-                          performance=PerformanceConfig(**(performance or {})), **train),
+                          performance=PerformanceConfig(**{"compile": True,
+                                                           **(performance or {})}), **train),
         walkforward=WalkForwardConfig(folds=folds, purge=8),
     )
 

@@ -93,7 +93,10 @@ def run_training(
                                  None if quiet else on_epoch, ppy, None if quiet else on_fold,
                                  opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
     if not quiet:
-        for line in [*budget_lines(spec.train, trainer.folds), *(f"note: {n}" for n in trainer.notices)]:
+        lines = budget_lines(spec.train, trainer.folds)
+        if dev.type == "cuda":
+            lines.append(trainer.compile_reason)
+        for line in [*lines, *(f"note: {n}" for n in trainer.notices)]:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, settings.features, frame,
                  {"name": choice.profile.name, "reason": choice.reason, "filled": fills})

@@ -203,10 +203,17 @@ class WalkForwardTrainer:
         if episode_len != spec.env.episode_len:
             env = spec.env.model_copy(update={"episode_len": episode_len})
             spec = spec.model_copy(update={"env": env})
-        self.spec = spec
-        self.fold_train = {f.index: spec.train.for_fold(len(f.train))[0] for f in self.split.folds()}
+        fold_train = {f.index: spec.train.for_fold(len(f.train))[0] for f in self.split.folds()}
+        perf, self.compile_reason = spec.train.performance.resolved(
+            sum(t.budget().total_updates for t in fold_train.values()))
+        if perf != spec.train.performance:
+            spec = spec.model_copy(update={"train": spec.train.model_copy(
+                update={"performance": perf})})
+            fold_train = {i: t.model_copy(update={"performance": perf})
+                          for i, t in fold_train.items()}
+        self.spec, self.fold_train = spec, fold_train
         self.budgets = {i: train.budget() for i, train in self.fold_train.items()}
-        cuda, perf = self.device.type == "cuda", spec.train.performance
+        cuda = self.device.type == "cuda"
         # Validation runs every epoch: its rollout step is graphed and compiled like the
         # learner's. The test window is rolled out once per fold: graphed only.
         self.rollout_graphs = cuda and perf.cuda_graphs
