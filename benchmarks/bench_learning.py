@@ -56,7 +56,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -431,12 +431,14 @@ def wilson(k: int, n: int, z: float = 1.959964) -> list[float]:
     return [round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)]
 
 
-def deploy_summary(name: str, runs: list[dict[str, Any]], rules: tuple[str, str]
-                   ) -> dict[str, Any]:
+def deploy_summary(name: str, runs: list[dict[str, Any]], rules: tuple[str, str],
+                   complete: int | None = None) -> dict[str, Any]:
     """Per rule: folds deployed, their rate with its 95% interval, and the mean ± sd over seeds
-    of each seed's mean test Sharpe (a flat fold counts flat's); then the targets."""
+    of each seed's mean test Sharpe (a flat fold counts flat's); then the targets. `complete`:
+    how many of `runs` have every fold (all, unless told)."""
     folds = [f for r in runs for f in r["folds"]]
-    out: dict[str, Any] = {"seeds": len(runs), "folds": len(folds)}
+    out: dict[str, Any] = {"seeds": len(runs), "folds": len(folds),
+                           "complete_runs": len(runs) if complete is None else complete}
     for rule in rules:
         k = sum(f["deployed"][rule] for f in folds)
         out[rule] = {"deployed": k, "rate": round(k / len(folds), 4),
@@ -454,8 +456,8 @@ def deploy_targets(name: str, s: dict[str, Any], rule: str, old_rule: str
     if name in NULL_MARKETS:
         return [{"target": f"{rule} deploys <= {FALSE_DEPLOY_TARGET:.0%} of folds",
                  "value": new["rate"], "target_met": new["rate"] <= FALSE_DEPLOY_TARGET},
-                {"target": f">= {NULL_SEEDS_TARGET} seeds", "value": s["seeds"],
-                 "target_met": s["seeds"] >= NULL_SEEDS_TARGET}]
+                {"target": f">= {NULL_SEEDS_TARGET} seeds", "value": s["complete_runs"],
+                 "target_met": s["complete_runs"] >= NULL_SEEDS_TARGET}]
     if name in SIGNAL_MARKETS:
         return [{"target": f"{rule} deploys >= {DEPLOY_RATE_TARGET:.0%} of folds",
                  "value": new["rate"], "target_met": new["rate"] >= DEPLOY_RATE_TARGET},
@@ -476,7 +478,9 @@ def deploy_table(markets: list[dict[str, Any]], level: float, rules: tuple[str, 
             continue
         met = {True: "yes", False: "NO", None: "-"}
         lines.append("| " + " | ".join([
-            m["market"], str(s["seeds"]), str(s["folds"]),
+            m["market"], str(s["seeds"]) + (f" ({s['complete_runs']} whole)"
+                                             if s["complete_runs"] < s["seeds"] else ""),
+            str(s["folds"]),
             *(f"{s[r]['deployed']} ({s[r]['rate']:.1%}, {s[r]['interval_95'][0]:.1%}-"
               f"{s[r]['interval_95'][1]:.1%})" for r in rules),
             *(_pm(s[r]["test_sharpe"]) for r in rules),
@@ -525,33 +529,41 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
     if runs:
         log(f"--resume: {len(runs)} finished runs from {args.out}")
 
-    def results(current: dict[str, Any] | None = None) -> dict[str, Any]:
+    def results(current: list[dict[str, Any]] = ()) -> dict[str, Any]:
+        """The finished runs and the finished folds of those under way (`current`): every
+        fold is one decision, so a run stopped part-way still counts the folds it judged."""
         markets = []
         for name in names:
             done = [runs[k] for k in plan if k[0] == name and k in runs]
+            going = [r for r in current if r["market"] == name and r["folds"]]
             markets.append({"market": name, "null": name in NULL_MARKETS,
-                            "summary": deploy_summary(name, done, rules) if done else None,
-                            "seeds": done + ([current] if current and current["market"] == name
-                                             else [])})
-        return {"complete": current is None and len(runs) == len(plan), "quick": args.quick,
+                            "summary": deploy_summary(name, done + going, rules, len(done))
+                            if done or going else None, "seeds": done + going})
+        return {"complete": not current and len(runs) == len(plan), "quick": args.quick,
                 "settings": settings, "markets": markets}
 
-    def write(current: dict[str, Any] | None) -> None:
+    def write(*current: dict[str, Any]) -> None:
         if args.out:
-            write_json(Path(args.out), document("learning", device, results(current)))
+            write_json(Path(args.out), document("learning", device, results(list(current))))
 
     t0 = time.perf_counter()
     todo = [key for key in plan if key not in runs]
     if args.jobs > 1 and len(todo) > 1:
         threads = max(1, len(os.sched_getaffinity(0)) // args.jobs) if device.type == "cpu" else 1
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(args.jobs, len(todo)), mp_context=context) as pool:
-            pending = {pool.submit(_deploy_job, name, seed, args, device, threads): (name, seed)
-                       for name, seed in todo}
-            for future in as_completed(pending):
-                runs[pending[future]] = {**future.result(), "revision": settings["revision"]}
-                log(f"{len(runs)}/{len(plan)} runs done")
-                write(None)
+        with tempfile.TemporaryDirectory() as parts, \
+                ProcessPoolExecutor(min(args.jobs, len(todo)), mp_context=context) as pool:
+            pending = {pool.submit(_deploy_job, name, seed, args, device, threads, parts):
+                       (name, seed) for name, seed in todo}
+            while pending:
+                finished, _ = wait(pending, timeout=15, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    runs[pending.pop(future)] = {**future.result(),
+                                                 "revision": settings["revision"]}
+                    log(f"{len(runs)}/{len(plan)} runs done")
+                write(*(json.loads(f.read_text()) for f in sorted(Path(parts).glob("*.json"))
+                        if tuple(json.loads(f.read_text())[k] for k in ("market", "seed"))
+                        not in runs))
     else:
         with tempfile.TemporaryDirectory() as tmp:
             for name, seed in todo:
@@ -561,7 +573,7 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
                 try:
                     runs[(name, seed)] = {**deploy_one(market, seed, args, device, Path(tmp),
                                                        write), "revision": settings["revision"]}
-                    write(None)
+                    write()
                 except FoxhuntError as exc:
                     raise SystemExit(f"{name} seed {seed}: {exc}") from None
     doc = results()
@@ -573,15 +585,17 @@ def false_deploys(args: argparse.Namespace, names: list[str], device) -> None:
     emit("learning", device, doc, args.out)
 
 
-def _deploy_job(name: str, seed: int, args: argparse.Namespace, device, threads: int
-                ) -> dict[str, Any]:
-    """One run of `--jobs`, in its own process (`threads` torch threads on the CPU)."""
+def _deploy_job(name: str, seed: int, args: argparse.Namespace, device, threads: int,
+                parts: str) -> dict[str, Any]:
+    """One run of `--jobs`, in its own process (`threads` torch threads on the CPU); its
+    document so far goes to `parts` after every fold."""
     torch.set_num_threads(threads)
     market = load_market(name, args.bars, seed)
     log(f"{name} seed {seed}: {len(market.bars):,} bars (pid {os.getpid()})")
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            return deploy_one(market, seed, args, device, Path(tmp), lambda doc: None)
+            return deploy_one(market, seed, args, device, Path(tmp),
+                              lambda doc: write_json(Path(parts) / f"{name}_{seed}.json", doc))
         except FoxhuntError as exc:
             raise SystemExit(f"{name} seed {seed}: {exc}") from None
 

@@ -2,39 +2,36 @@
 # One device call's set-up, then its steps, each timed, output under $OUT (run with carry [".whl"]):
 #   bash scripts/gpu_session.sh STEP [STEP ...]
 # Steps:
-#   mps          start CUDA MPS (processes sharing the GPU then run their kernels side by side);
-#                checked with a CUDA call, stopped again if that fails
-#   es[:ARGS]    `foxhunt train ES` on the bundled sample as a user runs it, cold compile cache,
-#                wall time and phase split (ARGS: extra train options, commas for spaces)
+#   mps          start CUDA MPS (processes sharing the GPU then run their kernels side by side;
+#                a later call on the same warm machine finds it running) and list its server
+#   es[:ARGS]    `foxhunt train ES` on the bundled sample as a user runs it, cold compile cache
+#                (ES_CACHE=DIR: that inductor cache, kept between steps; FH_GLOBAL: options
+#                before the subcommand, e.g. --config FILE),
+#                wall time and phase split (ARGS: extra train options, + for spaces)
 #   e2e          scripts/e2e_train.sh: 30,000 synthetic bars, 3 folds, the defaults
 #   fd:NAME:SECS:ARGS  bench_learning.py --false-deploys --device cuda --resume
 #                --out $OUT/fd_NAME.json (carried back in and resumed if ab/fd_NAME.json exists),
-#                stopped after SECS seconds; ARGS with commas for spaces
+#                stopped after SECS seconds; ARGS with + for spaces
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/site
-python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=${TORCHINDUCTOR_COMPILE_THREADS:-4}
+[ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl \
+    2>/dev/null || exit 1
+export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1
 stamp() { date -u +%H:%M:%S; }
 for step in "$@"; do
   echo "== $(stamp) $step"
   case $step in
     mps)
-      export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
-      mkdir -p /tmp/mps /tmp/mps-log
-      if command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d \
-         && timeout 60 python3 -c "import torch; torch.ones(1, device='cuda').sum().item()"; then
-        echo "MPS on"
-      else
-        echo "MPS unavailable"; echo quit | nvidia-cuda-mps-control 2>/dev/null
-        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-      fi ;;
+      nvidia-cuda-mps-control -d 2>&1
+      timeout 60 python3 -c "import torch; torch.ones(1, device='cuda').sum().item()" \
+        && echo get_server_list | nvidia-cuda-mps-control && echo "MPS: a server as above" ;;
     es|es:*)
-      args=${step#es}; args=${args#:}; args=${args//,/ }
-      export FOXHUNT_HOME=/tmp/fxes TORCHINDUCTOR_CACHE_DIR=/tmp/inductor_es_$RANDOM
+      args=${step#es}; args=${args#:}; args=${args//+/ }
+      export FOXHUNT_HOME=/tmp/fxes TORCHINDUCTOR_CACHE_DIR=${ES_CACHE:-/tmp/inductor_es_$RANDOM}
       rm -rf /tmp/fxes; python3 -m foxhunt data sample > /dev/null
       start=$(date +%s.%N)
-      python3 -m foxhunt train ES --folds 3 --out /tmp/fxes/run $args 2>&1 | grep -v "^\[" | tail -12
+      python3 -m foxhunt ${FH_GLOBAL:-} train ES --folds 3 --out /tmp/fxes/run $args 2>&1 | grep -v "^\[" | tail -12
       end=$(date +%s.%N)
       python3 - /tmp/fxes/run "$start" "$end" <<'PY'
 import json, sys
@@ -46,9 +43,9 @@ PY
     e2e)
       bash scripts/e2e_train.sh 30000 3 ;;
     fd:*)
-      IFS=: read -r _ name secs args <<< "$step"; args=${args//,/ }
+      IFS=: read -r _ name secs args <<< "$step"; args=${args//+/ }
       [ -f "ab/fd_$name.json" ] && cp "ab/fd_$name.json" "$OUT/fd_$name.json"
-      timeout "$secs" python3 benchmarks/bench_learning.py --false-deploys --device cuda \
+      TORCHINDUCTOR_COMPILE_THREADS=2 timeout "$secs" python3 benchmarks/bench_learning.py --false-deploys --device cuda \
         --resume --out "$OUT/fd_$name.json" $args > /dev/null 2> "$OUT/fd_$name.log"
       echo "fd $name: rc $?"; grep -v "epoch" "$OUT/fd_$name.log" | tail -8 ;;
     *) echo "unknown step $step"; exit 2 ;;
