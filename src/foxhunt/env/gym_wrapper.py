@@ -2,6 +2,11 @@
 
 Actions are the 27 factored actions flattened to one index (`flatten_actions`); observations are
 `TradingVecEnv.observe` rows. Both wrappers own a torch generator seeded from `reset(seed=...)`.
+
+`info` holds the step's reward components in dollars (`pnl` is the bar's mark-to-market PnL,
+`cost` its commission and slippage), `position`, `trades_closed`, `episode_pnl` (the episode's
+PnL after costs so far: the vector env's own equity, which starts at 0) and `equity`, the
+account: `capital` + `episode_pnl`, as a backtest's equity curve counts it.
 """
 
 from __future__ import annotations
@@ -27,10 +32,15 @@ def _spaces(env: TradingVecEnv) -> tuple[spaces.Discrete, spaces.Box]:
     return spaces.Discrete(N_ACTIONS), obs
 
 
-def _info(result: StepResult) -> dict[str, np.ndarray]:
+DEFAULT_CAPITAL = 100_000.0
+"""The account an episode starts with, as the backtester's and the trainer's default."""
+
+
+def _info(result: StepResult, capital: float) -> dict[str, np.ndarray]:
     info = {name: v.cpu().numpy() for name, v in result.components.items()}
     info["position"] = result.position.cpu().numpy()
-    info["equity"] = result.equity.cpu().numpy()
+    info["episode_pnl"] = result.equity.cpu().numpy()
+    info["equity"] = capital + info["episode_pnl"]
     info["trades_closed"] = result.trades_closed.cpu().numpy()
     return info
 
@@ -38,7 +48,8 @@ def _info(result: StepResult) -> dict[str, np.ndarray]:
 class TradingEnv(gym.Env):
     """One episode at a time on the CPU: Discrete(27) actions, Box float32 observations.
 
-    `reset(options={"start": bar})` starts at a chosen bar instead of a random one.
+    `reset(options={"start": bar})` starts at a chosen bar instead of a random one; `capital`
+    is the account `info["equity"]` counts from.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -49,7 +60,9 @@ class TradingEnv(gym.Env):
         config: EnvConfig,
         cost: CostModel | None = None,
         start_range: tuple[int, int] | None = None,
+        capital: float = DEFAULT_CAPITAL,
     ):
+        self.capital = capital
         self._generator = torch.Generator()
         self.vec = TradingVecEnv(
             market, config, cost, 1, "cpu", self._generator, start_range=start_range
@@ -71,7 +84,7 @@ class TradingEnv(gym.Env):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         result = self.vec.step(unflatten_actions(torch.tensor([int(action)])))
         obs = self.vec.observe(result.next_bar, result.next_pos_state)[0].numpy()
-        info = {k: v[0].item() for k, v in _info(result).items()}
+        info = {k: v[0].item() for k, v in _info(result, self.capital).items()}
         return (
             obs,
             float(result.reward[0]),
@@ -86,7 +99,8 @@ class TradingVectorEnv(VectorEnv):
 
     Where an episode ended, `obs` already belongs to the next episode and
     `infos["final_obs"][i]` (with `infos["_final_obs"][i]` True) is the last observation of the
-    finished one. Other infos hold the reward components in dollars, position and equity.
+    finished one. Other infos hold the reward components in dollars, position, equity
+    (`capital` + the episode's PnL) and episode_pnl, one value per env.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -99,7 +113,9 @@ class TradingVectorEnv(VectorEnv):
         cost: CostModel | None = None,
         device: torch.device | str = "cpu",
         start_range: tuple[int, int] | None = None,
+        capital: float = DEFAULT_CAPITAL,
     ):
+        self.capital = capital
         self._generator = torch.Generator(device=device)
         self.vec = TradingVecEnv(
             market, config, cost, num_envs, device, self._generator, start_range=start_range
@@ -127,7 +143,7 @@ class TradingVectorEnv(VectorEnv):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         index = torch.as_tensor(np.asarray(actions), device=self.vec.device)
         result = self.vec.step(unflatten_actions(index))
-        infos: dict[str, Any] = _info(result)
+        infos: dict[str, Any] = _info(result, self.capital)
         infos["final_obs"] = self.vec.observe(result.next_bar, result.next_pos_state).cpu().numpy()
         infos["_final_obs"] = (result.terminated | result.truncated).cpu().numpy()
         return (
