@@ -51,10 +51,10 @@ def demo_html(tmp_path_factory):
 
 def test_demo_report_loads_with_all_charts_and_no_errors(demo_html):
     attrs, dom, console = page_state(demo_html)
-    assert_clean(attrs, console, 3 * 5 + 6)
+    assert_clean(attrs, console, 2 + 3 * 5 + 6)  # performance: chained equity, rolling Sharpe
     # uPlot drew canvases and legends for every chart.
-    assert len(re.findall(r"<canvas", dom)) >= 21
-    assert dom.count('class="uplot') >= 21
+    assert len(re.findall(r"<canvas", dom)) >= 23
+    assert dom.count('class="uplot') >= 23
 
 
 def test_edge_cases_render_without_errors(tmp_path):
@@ -75,9 +75,10 @@ def test_edge_cases_render_without_errors(tmp_path):
     data["training"][0]["loss"] = None
     path = write_report(data, tmp_path / "edge.html")
     attrs, _, console = page_state(path)
-    # Series: 5 + 4 + 4 charts. Training (no loss values): mean Q, val Sharpe, grad norm,
-    # TD p99, flat.
-    assert_clean(attrs, console, 13 + 5)
+    # Performance: the rolling Sharpe (the three series overlap in time: no chain, the first
+    # alone). Series: 5 + 4 + 4 charts. Training (no loss values): mean Q, val Sharpe,
+    # grad norm, TD p99, flat.
+    assert_clean(attrs, console, 1 + 13 + 5)
 
 
 def test_external_resources_are_blocked_and_reported(tmp_path):
@@ -92,11 +93,11 @@ def test_external_resources_are_blocked_and_reported(tmp_path):
 
 
 def test_screenshot_shows_the_report(demo_html, tmp_path):
-    png = screenshot(demo_html, tmp_path / "shot.png", width=1400, height=2400)
+    png = screenshot(demo_html, tmp_path / "shot.png", width=1400, height=4000)
     data = png.read_bytes()
     assert len(data) > 50_000
     px = decode_png(data)
-    assert px.shape[:2] == (2400, 1400)
+    assert px.shape[:2] == (4000, 1400)
     rgb = px[..., :3].reshape(-1, 3)
     colours, counts = np.unique(rgb[::7], axis=0, return_counts=True)
     assert len(colours) > 200, "too few colours: blank or broken page"

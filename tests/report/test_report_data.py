@@ -152,4 +152,4 @@ def test_numpy_arrays_are_accepted():
     s["direction"] = np.asarray(s["direction"], dtype=np.int8)
     out = normalise(data).series[0]
     assert out.ts.size == out.close.size == out.direction.size == 400
-    assert render_report(data).count('class="plot"') == 5 + 6
+    assert render_report(data).count('class="plot"') == 1 + 5 + 6  # rolling Sharpe

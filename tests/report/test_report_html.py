@@ -15,6 +15,7 @@ from foxhunt.report.charts import MAX_TRADE_MARKERS, _direction_from_trades
 from foxhunt.report.data import normalise
 from foxhunt.report.decimate import decimate, rolling_shares, time_segments
 from foxhunt.report.format import fmt_integer, fmt_metric, fmt_number, fmt_percent, label
+from foxhunt.report.perf import compounded
 
 from .builders import minimal, minute_ts, report
 
@@ -48,7 +49,9 @@ def test_page_is_self_contained_and_offline():
     assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.IGNORECASE)
     assert not re.search(r"<script[^>]+src=", page, re.IGNORECASE)
     assert not re.search(r"<link[^>]+stylesheet", page, re.IGNORECASE)
-    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', page))
+    # In-page links, and the trades CSV as a data: URL (a download, never a fetch).
+    assert all(h.startswith(("#", "data:text/csv;charset=utf-8;base64,"))
+               for h in re.findall(r'href="([^"]*)"', page))
     # The CSP forbids every fetch; uPlot and its licence are inlined.
     assert "default-src 'none'" in page and "connect-src 'none'" in page
     assert "var uPlot=function()" in page and "Permission is hereby granted" in page
@@ -57,10 +60,11 @@ def test_page_is_self_contained_and_offline():
 def test_chart_count_matches_the_data():
     page = render_report(report(n_series=2))
     charts = payload(page)["charts"]
-    # series 0: equity, drawdown, price, action mix, components; series 1 has no components;
-    # training: loss, mean Q, val Sharpe, grad norm, TD p99, flat.
-    assert len(charts) == 5 + 4 + 6
-    assert html_attr(page, "data-charts-expected") == "15"
+    # performance: the rolling Sharpe (the two series overlap in time, so no chain: the first
+    # alone); series 0: equity, drawdown, price, action mix, components; series 1 has no
+    # components; training: loss, mean Q, val Sharpe, grad norm, TD p99, flat.
+    assert len(charts) == 1 + 5 + 4 + 6
+    assert html_attr(page, "data-charts-expected") == "16"
     assert html_attr(page, "data-charts-rendered") == "0" and html_attr(page, "data-errors") == ""
     assert all(f'id="{c["id"]}"' in page for c in charts)
     kinds = [c["kind"] for c in charts]
@@ -119,7 +123,7 @@ def test_single_fold_no_trades_and_no_optional_fields():
     data["folds"][0].pop("baselines")
     page = render_report(data)
     charts = payload(page)["charts"]
-    assert len(charts) == 4 + 6
+    assert len(charts) == 1 + 4 + 6  # rolling Sharpe, the series, training
     assert "No trades in this window." in page and "Trade list" not in page
     assert '<tr class="mean">' not in page  # one fold: no mean row
     assert "agent against baselines</h3>" not in page
@@ -140,8 +144,10 @@ def test_nan_values_become_gaps_in_chart_data():
     data["series"][0]["equity"]["flat"] = [None] * 400
     data["series"][0]["close"][3] = float("nan")
     charts = payload(render_report(data))["charts"]
-    equity = charts[0]
+    equity = next(c for c in charts if c["group"] == "s0")
     assert equity["series"][2]["y"] == [None] * 400
+    rolling = next(c for c in charts if c["group"] == "oos")
+    assert [s["label"] for s in rolling["series"]] == ["agent", "buy-and-hold"]  # flat: no data
     price = next(c for c in charts if c["kind"] == "price")
     assert price["series"][0]["y"][3] is None
 
@@ -157,10 +163,13 @@ def test_long_series_are_decimated_keeping_extremes():
     for c in payload(page)["charts"]:
         if c["xkind"] == "bar":
             assert len(c["x"]) <= 2000
-            assert c["x"][0] == 0 and c["x"][-1] == n - 1
-    equity = payload(page)["charts"][0]
+            assert c["x"][-1] == n - 1
+            assert c["x"][0] == 0 or c["group"] == "oos"  # the rolling Sharpe: first full window
+    equity = next(c for c in payload(page)["charts"] if c["group"] == "s0")
     ys = equity["series"][0]["y"]
-    assert max(ys) == pytest.approx(agent.max()) and min(ys) == pytest.approx(agent.min())
+    grown = compounded(agent)  # the chart draws the compounded curve
+    assert int(grown.argmax()) == 12_345 and int(grown.argmin()) == 45_678
+    assert max(ys) == pytest.approx(grown.max()) and min(ys) == pytest.approx(grown.min())
     assert 12_345 in equity["x"] and 45_678 in equity["x"]
     assert "of 60,000 bars plotted (min/max-preserving decimation)" in page
     assert len(page.encode()) < 1_500_000
@@ -236,7 +245,7 @@ def test_many_trades_are_subsampled_for_markers():
     price = next(c for c in payload(page)["charts"] if c["kind"] == "price")
     assert len(price["markers"]["ei"]) == MAX_TRADE_MARKERS
     assert f"Markers for {MAX_TRADE_MARKERS:,} of 6,666 trades" in page
-    assert "6,166 more trades not listed." in page
+    assert "6,166 more trades not listed (all are in the CSV)." in page
 
 
 def test_write_report_is_atomic(tmp_path, monkeypatch):
@@ -292,16 +301,19 @@ def test_every_sharpe_table_says_its_basis():
          "sessions": 3, "sharpe_per_bar": 7.5, "periods_per_year": 98_280.0},
     ]
     page = render_report(data)
-    assert "Mean validation Sharpe (per-bar)" in page and "Mean test Sharpe (per-bar)" in page
+    basis = "(annualised from 1m bars)"
+    assert f"Mean validation Sharpe {basis}" in page and f"Mean test Sharpe {basis}" in page
     folds = _section(page, "folds")
-    assert "<th class=num>Val Sharpe (per-bar)</th>" in folds
-    assert "<th class=num>Test Sharpe (per-bar)</th>" in folds
-    assert 'class="group">Test Sharpe (per-bar)</th>' in folds
+    assert f"<th class=num>Val Sharpe {basis}</th>" in folds
+    assert f"<th class=num>Test Sharpe {basis}</th>" in folds
+    assert f'class="group">Test Sharpe {basis}</th>' in folds
     per_bar_line = "Sharpe: per-bar returns, annualised x sqrt(N), N = bars a year"
     assert folds.count(f'<p class="note">{per_bar_line}</p>') == 2  # fold and baselines tables
     metrics = _section(page, "metrics")
-    assert "<th class=num>Sharpe basis</th>" in metrics and ">daily</td>" in metrics
-    assert "<th class=num>Sharpe per-bar</th>" in metrics and ">40</td>" in metrics
+    assert "<th scope=row>Sharpe basis</th>" in metrics and ">daily</td>" in metrics
+    assert "<th scope=row>Sharpe per-bar</th>" in metrics and ">40</td>" in metrics
+    assert "<th scope=row>Sharpe (annualised from daily returns)</th>" in metrics
+    assert "<th scope=row>Sharpe (annualised from 1m bars)</th>" in metrics
     assert '<p class="note">Sharpe: daily (session) returns, annualised x sqrt(252) (40 sessions)' \
         in metrics
     assert ("Sharpe: per-bar returns, annualised x sqrt(N), N = 98,280 bars a year "
@@ -314,5 +326,6 @@ def test_fold_figures_that_carry_a_daily_basis_are_labelled_daily():
         for m in (f["val"], f["test"], *f["baselines"].values()):
             m["sharpe_basis"] = "daily"
     folds = _section(render_report(data), "folds")
-    assert "<th class=num>Test Sharpe (daily)</th>" in folds and "(per-bar)" not in folds
+    assert "<th class=num>Test Sharpe (annualised from daily returns)</th>" in folds
+    assert "bars)" not in folds
     assert "Sharpe: daily (session) returns, annualised x sqrt(252)" in folds

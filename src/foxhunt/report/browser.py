@@ -86,10 +86,13 @@ def _run(args: list[str], url: str, timeout: float, chromium: str | None) -> Bro
     return BrowserRun(p.stdout, p.stderr)
 
 
-def dump_dom(html: Path, timeout: float = 120, chromium: str | None = None) -> BrowserRun:
-    """Load `html` (file://) and return the DOM after its scripts ran, plus Chromium's log."""
+def dump_dom(html: Path, timeout: float = 120, chromium: str | None = None,
+             width: int | None = None, height: int = 2000) -> BrowserRun:
+    """Load `html` (file://) and return the DOM after its scripts ran, plus Chromium's log;
+    in a `width` x `height` window where `width` is given (for layout checks)."""
+    size = [f"--window-size={width},{height}"] if width else []
     return _run(
-        ["--virtual-time-budget=5000", "--dump-dom"],
+        [*size, "--virtual-time-budget=5000", "--dump-dom"],
         Path(html).resolve().as_uri(),
         timeout,
         chromium,

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from foxhunt.report import perf
 from foxhunt.report.data import SIDES, ReportData, Series
 from foxhunt.report.decimate import decimate, mix_window, rolling_shares, time_segments
 
@@ -44,6 +45,30 @@ def _drawdown(equity: np.ndarray) -> np.ndarray:
     peak = np.fmax.accumulate(equity)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(peak > 0, equity / peak - 1.0, np.nan)
+
+
+def policies_caption(policies: list[str]) -> str:
+    """What an equity chart compares: "agent against baselines", "buy-and-hold",
+    "buy-and-hold, sma:10,30 and flat"."""
+    if "agent" in policies and len(policies) > 1:
+        return "agent against baselines"
+    if len(policies) == 1:
+        return policies[0]
+    if len(policies) <= 4:
+        return ", ".join(policies[:-1]) + " and " + policies[-1]
+    return f"{len(policies)} policies"
+
+
+def _styles(policies: list[str]) -> dict[str, dict[str, Any]]:
+    """Line style per policy: the first (the agent, where there is one) blue and thicker."""
+    return {
+        p: {
+            "color": PALETTE[k % len(PALETTE)],
+            "width": 2.25 if k == 0 else 1.5,
+            **({"dash": [6, 4]} if k >= 4 else {}),
+        }
+        for k, p in enumerate(policies)
+    }
 
 
 def _bar_index(ts: np.ndarray, t: int) -> int:
@@ -135,22 +160,47 @@ class Charts:
 
     def equity_charts(self, group: str, s: Series) -> str:
         n = s.ts.size
-        styles = {
-            p: {
-                "color": PALETTE[k % len(PALETTE)],
-                "width": 2.25 if k == 0 else 1.5,
-                **({"dash": [6, 4]} if k >= 4 else {}),
-            }
-            for k, p in enumerate(s.equity)
-        }
-        spec, kept = self.bar_chart(group, "line", "money", 300, s.equity, styles)
-        equity = self.chart(spec, "Equity: agent against baselines", self._decimation_note(kept, n))
-        dd = {p: _drawdown(e) for p, e in s.equity.items()}
+        styles = _styles(list(s.equity))
+        grown = {p: perf.compounded(e) for p, e in s.equity.items()}
+        spec, kept = self.bar_chart(group, "line", "money", 300, grown, styles)
+        title = f"Equity (compounded): {policies_caption(list(s.equity))}"
+        equity = self.chart(spec, title, self._decimation_note(kept, n))
+        dd = {p: _drawdown(e) for p, e in grown.items()}
         dd_styles = {p: dict(st) for p, st in styles.items()}
         dd_styles[next(iter(s.equity))]["fill"] = _rgba(PALETTE[0], 0.12)
         spec, kept = self.bar_chart(group, "line", "pct", 200, dd, dd_styles, ymax0=True)
         drawdown = self.chart(spec, "Drawdown from running peak", self._decimation_note(kept, n))
         return equity + drawdown
+
+    def chain_equity(self, chain: perf.Chain, start: float) -> str:
+        """The out-of-sample equity: the test windows one after the other, compounded."""
+        self.time["oos"] = time_segments(chain.ts, self.max_points)
+        policies = list(chain.returns)
+        columns = {p: chain.equity(p, start) for p in policies}
+        spec, kept = self.bar_chart("oos", "line", "money", 300, columns, _styles(policies))
+        note = ("Each window's bar returns compounded onto the last window's end; the gaps "
+                "between windows (training and validation) are left out. "
+                + self._decimation_note(kept, chain.ts.size))
+        return self.chart(spec, "Out-of-sample equity, test windows chained (compounded)",
+                          note.strip())
+
+    def rolling_sharpe(self, chain: perf.Chain, ppy: float, basis: str) -> str:
+        """Rolling Sharpe (`metrics.sharpe` of a trailing window of bar returns) per policy."""
+        if "oos" not in self.time:
+            self.time["oos"] = time_segments(chain.ts, self.max_points)
+        n = chain.ts.size - 1
+        window = perf.rolling_window(n)
+        series, ends = [], None
+        for p, style in _styles(list(chain.returns)).items():
+            ends, values = perf.rolling_sharpe(chain.returns[p], ppy, window)
+            series.append({"label": p, **style, "y": _values(values, 5)})
+        if ends is None or ends.size == 0:
+            return ""
+        spec = {"kind": "line", "group": "oos", "xkind": "bar", "fmt": "num", "height": 220,
+                "x": (ends + 1).tolist(), "series": series}
+        note = (f"metrics.sharpe of the trailing {window:,} bar returns ({basis}, "
+                f"N = {ppy:,.0f} bars a year), at {ends.size:,} points.")
+        return self.chart(spec, f"Rolling Sharpe ({basis})", note)
 
     def price_chart(self, group: str, s: Series) -> str:
         markers, shown = self.markers(s)

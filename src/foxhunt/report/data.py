@@ -38,6 +38,8 @@ class Fold:
     verdict: str | None = None
     deploy: dict[str, Any] = field(default_factory=dict)
     """The deploy rule's figures: rule, candidates, sharpe, sr0 (annualised), p."""
+    window_times: dict[str, list[int]] = field(default_factory=dict)
+    """Window name -> [first bar's ts, last bar's ts] (ns, inclusive): the tables show these."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,12 @@ class Series:
     trades: list[Trade]
     direction: np.ndarray | None  # int8 0/1/2, -1 unknown
     components: dict[str, np.ndarray]
+    fold: int | None = None
+    """The fold whose test window this series is (the chained out-of-sample curve joins them)."""
+
+
+KINDS = ("run", "backtest")
+"""Report kinds: a walk-forward run's test windows, or a backtest of policies over a window."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,9 @@ class ReportData:
     generated: str
     symbol: str
     bars: str
+    kind: str = "backtest"
+    tick_size: float | None = None
+    periods_per_year: float | None = None
     folds: list[Fold] = field(default_factory=list)
     training: list[dict[str, Any]] = field(default_factory=list)
     series: list[Series] = field(default_factory=list)
@@ -175,6 +186,12 @@ def _fold(raw: Any, where: str) -> Fold:
         str(k): _metric_dict(v, f"{where}.baselines.{k}")
         for k, v in _mapping(d.get("baselines") or {}, f"{where}.baselines").items()
     }
+    times: dict[str, list[int]] = {}
+    for name, w in _mapping(d.get("window_times") or {}, f"{where}.window_times").items():
+        pair = _list(w, f"{where}.window_times.{name}")
+        if len(pair) != 2:
+            fail(f"{where}.window_times.{name} must be [first ts, last ts], got {pair!r}")
+        times[str(name)] = [_int(v, f"{where}.window_times.{name}") for v in pair]
     return Fold(
         fold=_int(_require(d, "fold", where), f"{where}.fold"),
         windows=windows,
@@ -185,6 +202,7 @@ def _fold(raw: Any, where: str) -> Fold:
         deployed=_optional_text(d, "deployed", where),
         verdict=_optional_text(d, "verdict", where),
         deploy=_metric_dict(d.get("deploy") or {}, f"{where}.deploy"),
+        window_times=times,
     )
 
 
@@ -252,7 +270,9 @@ def _series(raw: Any, where: str) -> Series:
         str(k): _floats(v, f"{where}.components[{k!r}]", n)
         for k, v in _mapping(d.get("components") or {}, f"{where}.components").items()
     }
-    return Series(name, ts, close, equity, trades, direction, components)
+    fold = d.get("fold")
+    fold = None if fold is None else _int(fold, f"{where}.fold")
+    return Series(name, ts, close, equity, trades, direction, components, fold)
 
 
 def _training_line(raw: Any, where: str) -> dict[str, Any]:
@@ -279,6 +299,16 @@ def _metrics_row(raw: Any, where: str) -> dict[str, Any]:
     return out
 
 
+def _positive(value: Any, where: str) -> float | None:
+    """An optional positive number (None where absent)."""
+    if value is None:
+        return None
+    v = number(value, where)
+    if not (math.isfinite(v) and v > 0):
+        fail(f"{where} must be a positive number, got {value!r}")
+    return v
+
+
 def normalise(data: Any) -> ReportData:
     """Validate `data` against the contract and return it normalised; raises ReportDataError."""
     d = _mapping(data, "the top level")
@@ -287,12 +317,19 @@ def normalise(data: Any) -> ReportData:
     generated = d.get("generated")
     if generated is None:
         generated = datetime.now(UTC).replace(microsecond=0).isoformat()
+    folds = [_fold(f, f"folds[{i}]") for i, f in enumerate(_list(d.get("folds") or [], "folds"))]
+    kind = d.get("kind") or ("run" if folds else "backtest")
+    if kind not in KINDS:
+        fail(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
     return ReportData(
         title=_text(d["title"], "title"),
         generated=_text(generated, "generated"),
         symbol=_text(d["symbol"], "symbol"),
         bars=_text(d["bars"], "bars"),
-        folds=[_fold(f, f"folds[{i}]") for i, f in enumerate(_list(d.get("folds") or [], "folds"))],
+        kind=kind,
+        tick_size=_positive(d.get("tick_size"), "tick_size"),
+        periods_per_year=_positive(d.get("periods_per_year"), "periods_per_year"),
+        folds=folds,
         training=[
             _training_line(t, f"training[{i}]")
             for i, t in enumerate(_list(d.get("training") or [], "training"))

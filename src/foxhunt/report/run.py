@@ -29,6 +29,31 @@ BASELINES = ("buy-and-hold", "sma:10,30", "flat")
 SOURCE_FILE = "source.json"
 
 
+class FoldResults(list):
+    """One fold's backtests ([agent, *baselines]), with what the report needs of the bars it
+    ran on: `window_times` (window name -> [first bar's ts, last bar's ts], ns) and the
+    instrument's `tick_size`. `backtest_run` fills both, so `run_report_data` shows the folds'
+    windows as dates without being handed the bars again."""
+
+    window_times: dict[str, list[int]]
+    tick_size: float | None
+
+    def __init__(self, results: list[BacktestResult], window_times: dict[str, list[int]],
+                 tick_size: float | None):
+        super().__init__(results)
+        self.window_times = window_times
+        self.tick_size = tick_size
+
+
+def window_times(windows: dict[str, list[int]], ts) -> dict[str, list[int]]:
+    """[first, last] bar timestamps (ns) of each `[start, stop)` bar window inside `ts`."""
+    out = {}
+    for name, (start, stop) in windows.items():
+        if 0 <= start < stop <= len(ts):
+            out[name] = [int(ts[start]), int(ts[stop - 1])]
+    return out
+
+
 def read_run(run_dir: Path) -> dict[str, Any]:
     """spec.json, source.json, folds.json and run.jsonl of a run directory, checked."""
     run_dir = Path(run_dir)
@@ -67,28 +92,49 @@ def backtest_run(run_dir: Path, bars: Bars, instrument: Instrument, *, costs: bo
             policies = {"agent": checkpoint_policy(fold["checkpoint"], bars, instrument, device,
                                                    features=features, label="agent")}
         policies.update({name: parse_strategy(name) for name in baselines})
-        out.append(run_backtest(bars, instrument, policies=policies, windows=[(start, stop)],
-                                env_config=spec.env, costs=costs, device=device,
-                                capital=spec.train.capital, periods_per_year=periods_per_year))
+        results = run_backtest(bars, instrument, policies=policies, windows=[(start, stop)],
+                               env_config=spec.env, costs=costs, device=device,
+                               capital=spec.train.capital, periods_per_year=periods_per_year)
+        out.append(FoldResults(results, window_times(fold["windows"], bars.ts),
+                               instrument.tick_size))
     return out
 
 
-def run_report_data(run_dir: Path, per_fold: list[list[BacktestResult]]) -> dict[str, Any]:
+def run_report_data(run_dir: Path, per_fold: list[list[BacktestResult]], bars: Bars | None = None,
+                    tick_size: float | None = None) -> dict[str, Any]:
+    """The report data of a run: its folds (windows as dates: from `bars`, the series the run
+    was trained on, else from what `backtest_run` recorded), every fold's test window as a
+    series, the metrics and the training log."""
     docs = read_run(run_dir)
     source = docs[SOURCE_FILE]
-    series, metrics = [], []
+    series, metrics, folds = [], [], []
+    ppy = None
     for fold, results in zip(docs["folds.json"], per_fold):
         name = f"fold {fold['fold']} test"
-        series.append(report_series(results, name, primary="agent"))
+        series.append({**report_series(results, name, primary="agent"), "fold": fold["fold"]})
         metrics += [{"policy": r.name, "window": name, **r.metrics} for r in results]
+        ppy = ppy or next((r.metrics.get("periods_per_year") for r in results), None)
+        tick_size = tick_size or getattr(results, "tick_size", None)
+        row = {k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines",
+                                    "deployed", "deploy", "verdict") if k in fold}
+        times = (window_times(fold["windows"], bars.ts) if bars is not None
+                 else getattr(results, "window_times", None))
+        if times:
+            row["window_times"] = times
+        folds.append(row)
+    baselines = list(dict.fromkeys(r.name for results in per_fold for r in results
+                                   if r.name != "agent"))
+    against = f" against {', '.join(baselines)}" if baselines else ""
     return {
-        "title": f"{source['symbol']} {source['bars']} walk-forward: {Path(run_dir).name}",
+        "title": (f"{source['symbol']} {source['bars']} walk-forward run {Path(run_dir).name}: "
+                  f"the agent's test windows{against}"),
+        "kind": "run",
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
         "symbol": source["symbol"],
         "bars": source["bars"],
-        "folds": [{k: fold[k] for k in ("fold", "windows", "best_epoch", "val", "test", "baselines",
-                                        "deployed", "deploy", "verdict") if k in fold}
-                  for fold in docs["folds.json"]],
+        **({"tick_size": tick_size} if tick_size else {}),
+        **({"periods_per_year": ppy} if ppy else {}),
+        "folds": folds,
         "training": docs["training"],
         "series": series,
         "metrics": metrics,

@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 
 from foxhunt.data.synth import generate
-from foxhunt.metrics import max_drawdown, periods_per_year_from_ts, sharpe
+from foxhunt.metrics import (
+    compounded_equity,
+    max_drawdown,
+    periods_per_year_from_ts,
+    sharpe,
+    total_return,
+)
 
 POINT_VALUE = 50.0
 COST_PER_CONTRACT = 14.5  # commission + half a tick of slippage, dollars
@@ -82,13 +88,14 @@ def _trades(
 def _metrics(
     ts: np.ndarray, equity: np.ndarray, n_trades: int, trades: list[dict[str, Any]] | None
 ) -> dict:
-    pnl = np.diff(equity, prepend=CAPITAL)
+    r = np.diff(equity) / CAPITAL  # bars 1..n-1, as metrics.summary counts them
     ppy = periods_per_year_from_ts(ts)
     wins = [t["pnl"] > 0 for t in trades] if trades else []
     return {
-        "sharpe": sharpe(pnl / CAPITAL, ppy),
-        "return": float(equity[-1] / CAPITAL - 1),
-        "max_drawdown": max_drawdown(equity),
+        "sharpe": sharpe(r, ppy),
+        "return": total_return(r),
+        "max_drawdown": max_drawdown(compounded_equity(r)),
+        "periods_per_year": ppy,
         "trades": n_trades,
         "win_rate": float(np.mean(wins)) if wins else None,
     }
@@ -147,6 +154,7 @@ def sample_report_data(
         series.append(
             {
                 "name": f"fold {k} test",
+                "fold": k,
                 "ts": ts[te[0] : te[1]].tolist(),
                 "close": close[te[0] : te[1]].tolist(),
                 "equity": equity,
@@ -190,6 +198,10 @@ def sample_report_data(
             {
                 "fold": k,
                 "windows": {"train": list(tr), "val": list(va), "test": list(te)},
+                "window_times": {
+                    w: [int(ts[a]), int(ts[b - 1])]
+                    for w, (a, b) in (("train", tr), ("val", va), ("test", te))
+                },
                 "best_epoch": best,
                 "val": results["agent/val"],
                 "test": results["agent/test"],
@@ -198,8 +210,10 @@ def sample_report_data(
         )
     return {
         "title": "ES walk-forward: synthetic demo",
+        "kind": "run",
         "symbol": "ES",
         "bars": "1m",
+        "tick_size": 0.25,
         "generated": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "folds": folds,
         "training": training,

@@ -8,13 +8,17 @@ without one is per-bar, as the walk-forward trainer reports its folds."""
 from __future__ import annotations
 
 import math
+import re
+from base64 import b64encode
 from collections.abc import Iterable
 from html import escape
 from typing import Any
 
 import numpy as np
 
-from foxhunt.metrics import PER_BAR, sharpe_basis_lines
+from foxhunt.metrics import DAILY, PER_BAR, sharpe_basis_lines
+from foxhunt.report import perf
+from foxhunt.report.csvfile import PriceFormat, series_csv
 from foxhunt.report.data import Fold, ReportData, Series
 from foxhunt.report.format import (
     DASH,
@@ -31,6 +35,8 @@ from foxhunt.report.format import (
 
 MAX_TRADE_ROWS = 500
 """Rows in a series' trade list; the list says how many it leaves out."""
+MAX_CSV_TRADES = 20_000
+"""Trades of one series embedded in the page as a CSV download (about 100 bytes each)."""
 
 
 def _num_cell(text: str, cls: str = "") -> str:
@@ -47,7 +53,7 @@ def _mean(values: Iterable[Any]) -> float:
     return float(np.mean(xs)) if xs else math.nan
 
 
-def _table(head: str, rows: list[str], cls: str = "") -> str:
+def table(head: str, rows: list[str], cls: str = "") -> str:
     attr = f' class="{cls}"' if cls else ""
     return (
         f'<div class="table-wrap"><table{attr}><thead>{head}</thead>'
@@ -62,10 +68,21 @@ def _sign_class(v: Any) -> str:
     return "pos" if v > 0 else "neg" if v < 0 else ""
 
 
-def _basis(metrics: Iterable[dict[str, Any]]) -> str:
-    """" (daily)" or " (per-bar)" where every dict has that Sharpe basis, else ""."""
+def _basis(metrics: Iterable[dict[str, Any]], bars: str = "") -> str:
+    """What a Sharpe column is annualised from, as " (annualised from daily returns)" or
+    " (annualised from 1min bars)", where every dict has that basis; else "" (the table's
+    footer lines then say which row has which)."""
     bases = {m.get("sharpe_basis") or PER_BAR for m in metrics}
-    return f" ({bases.pop()})" if len(bases) == 1 else ""
+    if len(bases) != 1:
+        return ""
+    return f" ({basis_words(bases.pop(), bars)})"
+
+
+def basis_words(basis: str, bars: str = "") -> str:
+    """"annualised from daily returns" or "annualised from 1min bars"."""
+    if basis == DAILY:
+        return "annualised from daily returns"
+    return f"annualised from {bars} bars" if bars else "annualised from per-bar returns"
 
 
 def _basis_note(metrics: Iterable[dict[str, Any]]) -> str:
@@ -80,14 +97,15 @@ def cards(data: ReportData) -> str:
         return ""
     trades = _finite(pick(f.test, "trades") for f in folds)
     beat = [b for b in (_beats_baselines(f) for f in folds) if b is not None]
-    val_basis = _basis(f.val for f in folds if f.val)
-    test_basis = _basis(f.test for f in folds)
+    val_basis = _basis((f.val for f in folds if f.val), data.bars)
+    test_basis = _basis((f.test for f in folds), data.bars)
     items = [
         ("Folds", fmt_integer(len(folds))),
         (f"Mean validation Sharpe{val_basis}",
          fmt_number(_mean(pick(f.val, "sharpe") for f in folds))),
         (f"Mean test Sharpe{test_basis}", fmt_number(_mean(pick(f.test, "sharpe") for f in folds))),
-        ("Mean test return", fmt_percent(_mean(pick(f.test, "return") for f in folds))),
+        ("Mean test return (compounded)",
+         fmt_percent(_mean(pick(f.test, "return") for f in folds))),
         ("Test trades", fmt_integer(sum(trades) if trades else None)),
     ]
     if beat:
@@ -125,19 +143,20 @@ def folds_section(data: ReportData) -> str:
     if not folds:
         return ""
     names = ["train", "val", "test"]
+    tz = " (UTC)" if any(f.window_times for f in folds) else ""
     extra = sorted({k for f in folds for k in f.windows} - set(names))
     wins = [w for w in names + extra if any(w in f.windows for f in folds)]
     cols = [
-        ("val", "sharpe", f"Val Sharpe{_basis(f.val for f in folds if f.val)}"),
+        ("val", "sharpe", f"Val Sharpe{_basis((f.val for f in folds if f.val), data.bars)}"),
         ("val", "return", "Val return"),
-        ("test", "sharpe", f"Test Sharpe{_basis(f.test for f in folds)}"),
+        ("test", "sharpe", f"Test Sharpe{_basis((f.test for f in folds), data.bars)}"),
         ("test", "return", "Test return"),
         ("test", "max_drawdown", "Test max DD"),
         ("test", "trades", "Test trades"),
     ]
     head = (
         "<tr><th>Fold</th>"
-        + "".join(f"<th>{escape(label(w))} window</th>" for w in wins)
+        + "".join(f"<th>{escape(label(w))} window{tz}</th>" for w in wins)
         + "<th class=num>Best epoch</th><th>Deployed</th><th class=num>Deploy P</th>"
         + "".join(f"<th class=num>{t}</th>" for _, _, t in cols)
         + "</tr>"
@@ -146,11 +165,7 @@ def folds_section(data: ReportData) -> str:
     for f in folds:
         cells = [f"<td>{f.fold}</td>"]
         for w in wins:
-            pair = f.windows.get(w)
-            text = DASH
-            if pair is not None:
-                text = f"{fmt_window_bound(pair[0])} \u2013 {fmt_window_bound(pair[1])}"
-            cells.append(f'<td class="win">{escape(text)}</td>')
+            cells.append(_window_cell(f, w))
         cells.append(_num_cell(fmt_integer(f.best_epoch)))
         deployed = {"agent": "agent", "flat": "no edge: flat"}.get(f.deployed or "", DASH)
         cells.append(f'<td title="{escape(f.verdict or "")}">{escape(deployed)}</td>')
@@ -171,14 +186,28 @@ def folds_section(data: ReportData) -> str:
         '<p class="lead">Validation picks the checkpoint (best epoch) and decides whether the '
         "fold deploys it or stays flat (no significant edge on validation); the test window is "
         "seen once, after training.</p>"
-        + _table(head, rows)
+        + table(head, rows)
         + _basis_note(m for f in folds for m in (f.val, f.test) if m)
-        + baselines_table(folds)
+        + baselines_table(folds, data.bars)
         + "</section>"
     )
 
 
-def baselines_table(folds: list[Fold]) -> str:
+def _window_cell(f: Fold, name: str) -> str:
+    """A fold's window: its first and last bar's UTC times (one a line), the bar indices in the
+    tooltip; bar indices (or ns bounds) where the times are not known."""
+    pair, times = f.windows.get(name), f.window_times.get(name)
+    bars = ""
+    if pair is not None:
+        bars = f"{fmt_window_bound(pair[0])} \u2013 {fmt_window_bound(pair[1])}"
+    if times is not None:
+        tip = f' title="bars {escape(bars)}"' if bars else ""
+        return (f'<td class="win"{tip}><span>{fmt_time(times[0])}</span> '
+                f"<span>{fmt_time(times[1])}</span></td>")
+    return f'<td class="win">{escape(bars or DASH)}</td>'
+
+
+def baselines_table(folds: list[Fold], bars: str = "") -> str:
     names: list[str] = []
     for f in folds:
         names += [b for b in f.baselines if b not in names]
@@ -186,7 +215,7 @@ def baselines_table(folds: list[Fold]) -> str:
         return ""
     policies = ["agent", *names]
     tested = [m for f in folds for m in (f.test, *f.baselines.values())]
-    groups = (("sharpe", f"Test Sharpe{_basis(tested)}"), ("return", "Test return"))
+    groups = (("sharpe", f"Test Sharpe{_basis(tested, bars)}"), ("return", "Test return"))
     head = (
         "<tr><th rowspan=2>Fold</th>"
         + "".join(f'<th colspan={len(policies)} class="group">{t}</th>' for _, t in groups)
@@ -223,7 +252,7 @@ def baselines_table(folds: list[Fold]) -> str:
     return (
         "<h3>Test window: agent against baselines</h3>"
         '<p class="lead">Best value per fold in bold. Same bars, same fill model and costs.</p>'
-        + _table(head, rows)
+        + table(head, rows)
         + _basis_note(tested)
     )
 
@@ -240,9 +269,7 @@ def series_stats(s: Series) -> str:
         ("Trade PnL", fmt_number(sum(pnls) if pnls else None)),
     ]
     for p, e in s.equity.items():
-        finite = e[np.isfinite(e)]
-        ret = finite[-1] / finite[0] - 1 if finite.size and finite[0] > 0 else None
-        items.append((f"Return {p}", fmt_percent(ret)))
+        items.append((f"Return {p}", fmt_percent(perf.total_return(e))))
     cells = "".join(
         f'<div class="stat"><span class="k">{escape(k)}</span>'
         f'<span class="v">{escape(v)}</span></div>'
@@ -251,12 +278,14 @@ def series_stats(s: Series) -> str:
     return f'<div class="stats">{cells}</div>'
 
 
-def trade_list(s: Series) -> str:
+def trade_list(s: Series, tick_size: float | None = None) -> str:
+    """The first `MAX_TRADE_ROWS` trades, folded, with the whole list as a CSV download."""
     if not s.trades:
         return ""
+    price = PriceFormat(tick_size, s.close)
     head = (
-        "<tr><th class=num>#</th><th>Side</th><th>Entry</th><th class=num>Entry price</th>"
-        "<th>Exit</th><th class=num>Exit price</th><th class=num>Contracts</th>"
+        "<tr><th class=num>#</th><th>Side</th><th>Entry (UTC)</th><th class=num>Entry price</th>"
+        "<th>Exit (UTC)</th><th class=num>Exit price</th><th class=num>Contracts</th>"
         "<th class=num>PnL</th><th>Exit reason</th></tr>"
     )
     rows = []
@@ -264,43 +293,114 @@ def trade_list(s: Series) -> str:
         exit_time = DASH if t.exit_ts is None else fmt_time(t.exit_ts)
         rows.append(
             f'<tr><td class=num>{k + 1}</td><td class="side {t.side}">{t.side}</td>'
-            f"<td>{fmt_time(t.entry_ts)}</td>{_num_cell(fmt_number(t.entry_price))}"
-            f"<td>{exit_time}</td>{_num_cell(fmt_number(t.exit_price))}"
+            f"<td>{fmt_time(t.entry_ts)}</td>{_num_cell(price(t.entry_price) or DASH)}"
+            f"<td>{exit_time}</td>{_num_cell(price(t.exit_price) or DASH)}"
             f"{_num_cell(fmt_number(t.contracts))}"
             f"{_num_cell(fmt_number(t.pnl), _sign_class(t.pnl))}"
             f"<td>{escape(t.exit_reason) or DASH}</td></tr>"
         )
     more = len(s.trades) - MAX_TRADE_ROWS
-    tail = f'<p class="note">{more:,} more trades not listed.</p>' if more > 0 else ""
+    tail = f'<p class="note">{more:,} more trades not listed (all are in the CSV).</p>' if more > 0 else ""
     return (
         f'<details class="trades"><summary>Trade list ({len(s.trades):,})</summary>'
-        f"{_table(head, rows)}{tail}</details>"
+        f"{_csv_link(s, tick_size)}{table(head, rows)}{tail}</details>"
     )
+
+
+def _csv_link(s: Series, tick_size: float | None) -> str:
+    """A download link carrying the series' trades CSV (times ISO-8601 UTC, prices on the tick
+    grid) in a data: URL, so the page stays one file."""
+    if len(s.trades) > MAX_CSV_TRADES:
+        return (f'<p class="note">{len(s.trades):,} trades: too many to embed as a CSV; '
+                "write them with `foxhunt backtest --trades FILE.csv`.</p>")
+    uri = "data:text/csv;charset=utf-8;base64," + b64encode(series_csv(s, tick_size).encode()).decode()
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", s.name).strip("-") or "trades"
+    return (f'<p class="note"><a class="csv" download="{escape(name)}-trades.csv" '
+            f'href="{escape(uri)}">Download all {len(s.trades):,} trades as CSV</a> '
+            "(ISO-8601 UTC times, prices on the tick grid)</p>")
+
+
+def _window_dates(window: str, data: ReportData) -> str:
+    """UTC first and last bar of a metrics row's window: a series of that name, or the one
+    series whose length matches a "bars A..B" window; "" where neither is known."""
+    match = next((s for s in data.series if s.name == window), None)
+    m = re.fullmatch(r"bars (\d+)\.\.(\d+)", window)
+    if match is None and m and len(data.series) == 1:
+        only = data.series[0]
+        match = only if only.ts.size == int(m.group(2)) - int(m.group(1)) else None
+    if match is None:
+        return ""
+    return f"{fmt_time(int(match.ts[0]))} \u2013 {fmt_time(int(match.ts[-1]))} UTC"
 
 
 def metrics_section(data: ReportData) -> str:
+    """One table per window: a row per metric, a column per policy (so any number of metrics
+    fits the page's width)."""
     rows = data.metrics
     if not rows:
         return ""
-    names: list[str] = []
+    windows: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        names += [k for k in r if k not in ("policy", "window") and k not in names]
-    head = (
-        "<tr><th>Policy</th><th>Window</th>"
-        + "".join(f"<th class=num>{escape(label(n))}</th>" for n in names)
-        + "</tr>"
-    )
-    body = []
-    for r in rows:
-        cells = [f"<td>{escape(r['policy'])}</td>", f"<td>{escape(r['window'])}</td>"]
-        cells += [_num_cell(fmt_metric(n, r.get(n))) for n in names]
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        windows.setdefault(r["window"], []).append(r)
+    blocks = []
+    for window, group in windows.items():
+        names: list[str] = []
+        for r in group:
+            names += [k for k in r if k not in ("policy", "window") and k not in names]
+        policies = [r["policy"] for r in group]
+        head = (
+            "<tr><th>Metric</th>"
+            + "".join(f"<th class=num>{escape(p)}</th>" for p in policies)
+            + "</tr>"
+        )
+        body = []
+        for n in names:
+            name = label(n)
+            if n == "sharpe":
+                name += _basis(group, data.bars)
+            cells = [f"<th scope=row>{escape(name)}</th>"]
+            cells += [_num_cell(fmt_metric(n, r.get(n)), _sign_class(r.get(n))
+                                if n in SIGNED else "") for r in group]
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        dates = _window_dates(window, data)
+        sub = f' <span class="dates">{escape(dates)}</span>' if dates else ""
+        blocks.append(
+            f'<div class="metric-block"><h3>{escape(window)}{sub}</h3>'
+            + table(head, body, "dense metrics")
+            + _basis_note(group)
+            + "</div>"
+        )
     return (
-        '<section id="metrics"><h2>Metrics</h2><p class="lead">Fractions (returns, '
-        "drawdown, volatility, win rate, exposure) in percent. Sharpe, Sortino and volatility "
-        "are the headline figures of each row's Sharpe basis; the per-bar ones are beside them."
-        "</p>"
-        + _table(head, body, "dense")
-        + _basis_note(rows)
-        + "</section>"
+        '<section id="metrics"><h2>Metrics</h2><p class="lead">Per window, one column per '
+        "policy. Returns are compounded (the product of 1 + each bar's return); fractions "
+        "(returns, drawdown, volatility, win rate, exposure) in percent. Sharpe, Sortino and "
+        "volatility are the headline figures of each row's Sharpe basis; the per-bar ones are "
+        "beside them.</p>"
+        f'<div class="metric-grid">{"".join(blocks)}</div>'
+        "</section>"
     )
+
+
+SIGNED = frozenset({"sharpe", "sortino", "return", "total_return", "cagr", "total_pnl", "pnl",
+                    "calmar", "avg_trade", "sharpe_per_bar", "sortino_per_bar"})
+"""Metrics coloured green or red by sign."""
+
+
+def monthly_table(ts: np.ndarray, returns: np.ndarray, policy: str) -> str:
+    """Year x month compounded returns of `policy` (`perf.monthly_returns`), the year's
+    compounded return last."""
+    months = perf.monthly_returns(ts, returns)
+    if not months:
+        return ""
+    head = ("<tr><th>Year</th>" + "".join(f"<th class=num>{m}</th>" for m in perf.MONTHS)
+            + "<th class=num>Year</th></tr>")
+    rows = []
+    for year in sorted(months):
+        row = months[year]
+        cells = [f"<td>{year}</td>"]
+        for month in range(1, 13):
+            v = row.get(month)
+            cells.append(_num_cell("" if v is None else fmt_percent(v), _sign_class(v)))
+        cells.append(_num_cell(fmt_percent(row[0]), "year " + _sign_class(row[0])))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return table(head, rows, "dense monthly")
