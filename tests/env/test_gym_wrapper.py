@@ -38,12 +38,16 @@ def test_single_env_runs_an_episode_to_truncation_and_reports_dollars(market):
     assert obs.dtype == np.float32 and np.array_equal(
         obs[:24], market[0].features[43:51].flatten().numpy()
     )
-    rewards = []
+    rewards, money = [], 0.0
     for i in range(20):
         obs, reward, terminated, truncated, info = env.step(9)  # long 1, no stop
         rewards.append(reward)
+        money += info["pnl"] - info["cost"]
         assert not terminated and truncated == (i == 19)
-    assert info["position"] == 1.0 and set(info) >= {"pnl", "cost", "equity"}
+    assert info["position"] == 1.0 and set(info) >= {"pnl", "cost", "equity", "episode_pnl"}
+    # equity is the account: capital plus the episode's PnL after costs
+    assert info["episode_pnl"] == pytest.approx(money)
+    assert info["equity"] == pytest.approx(env.capital + money) and env.capital == 100_000.0
 
 
 def test_vector_env_same_step_autoreset_reports_final_observations(market):
@@ -56,6 +60,7 @@ def test_vector_env_same_step_autoreset_reports_final_observations(market):
     assert infos["_final_obs"].all() and infos["final_obs"].shape == (5, 30)
     assert np.all(obs[:, -6:] == 0)  # new episodes start flat
     assert rewards.dtype == np.float32 and infos["equity"].dtype == np.float64
+    np.testing.assert_array_equal(infos["equity"], envs.capital + infos["episode_pnl"])
 
 
 def test_vector_env_reset_seed_is_deterministic(market):
