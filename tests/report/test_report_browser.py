@@ -16,7 +16,7 @@ from foxhunt.report import write_report
 from foxhunt.report.browser import dump_dom, find_chromium, screenshot
 from foxhunt.report.sample import sample_report_data
 
-from .builders import report, series, training
+from .builders import T0, report, series, training
 from .pngdecode import decode_png
 
 pytestmark = pytest.mark.skipif(
@@ -109,3 +109,70 @@ def test_screenshot_shows_the_report(demo_html, tmp_path):
     assert near((15, 23, 42)) > 50_000  # the dark header band
     assert near((37, 99, 235)) > 500  # the agent's equity line (blue)
     assert near((22, 163, 74)) > 200 and near((220, 38, 38)) > 200  # long / short markers and mix
+
+
+LAYOUT_PROBE = """<script>(function () {
+  document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+  var root = document.documentElement, worst = 0, scrolled = 0, n = 0;
+  document.querySelectorAll("main table").forEach(function (t) {
+    n += 1;
+    worst = Math.max(worst, Math.ceil(t.getBoundingClientRect().right));
+    var wrap = t.closest(".table-wrap");
+    if (wrap && wrap.scrollWidth > wrap.clientWidth) scrolled += 1;
+  });
+  root.setAttribute("data-layout", [window.innerWidth, root.scrollWidth, worst, scrolled, n].join(" "));
+})();</script></body>"""
+
+
+def wide_report() -> dict:
+    """A run as the CLI builds it, at its widest: five folds with date windows, four baselines
+    with long names, and every metric `foxhunt.metrics.summary` writes for each policy."""
+    from foxhunt import metrics as fm
+
+    from .builders import fold
+
+    policies = ["agent", "buy-and-hold", "sma:10,30", "random:123456", "flat"]
+    data = report(n_series=0, folds=5)
+    data["kind"] = "run"
+    data["metrics"], data["series"] = [], []
+    for k, f in enumerate(data["folds"]):
+        f.update(fold(k))
+        f["window_times"] = {w: [T + 86_400 * 10**9 * j for j in (0, 1)]
+                             for w, T in (("train", T0), ("val", T0 + 2), ("test", T0 + 3))}
+        f["baselines"] = {p: {"sharpe": 0.1 * j, "return": 0.01 * j}
+                          for j, p in enumerate(policies[1:])}
+        s = series(400, f"fold {k} test", seed=k)
+        s["ts"] = [t + k * 2 * 86_400 * 10**9 for t in s["ts"]]
+        s["trades"] = []
+        s["equity"] = {p: s["equity"][["agent", "buy-and-hold", "flat"][j % 3]]
+                       for j, p in enumerate(policies)}
+        s["fold"] = k
+        data["series"].append(s)
+        rng = np.random.default_rng(k)
+        for p in policies:
+            pnl = rng.normal(5, 300, 400)
+            data["metrics"].append({"policy": p, "window": f"fold {k} test", **fm.summary(
+                pnl, 100_000.0, 98_280.0, positions=np.sign(pnl), trade_pnls=pnl[:40],
+                ts=np.asarray(s["ts"]))})
+    return data
+
+
+@pytest.mark.parametrize("kind", ["run", "backtest"])
+def test_tables_fit_a_1280_px_window(tmp_path, kind):
+    """At 1,280 px no table overflows the page (scrollWidth) or the window (each table's right
+    edge), and none needs its own horizontal scroll bar."""
+    data = wide_report()
+    if kind == "backtest":  # as `foxhunt backtest --strategy ... --report` builds it
+        s = data["series"][0]
+        data = {"title": "ES 1min backtest", "symbol": "ES", "bars": "1min", "series": [s],
+                "metrics": [{**m, "window": "bars 0..400"} for m in data["metrics"][:5]]}
+    path = write_report(data, tmp_path / "wide.html")
+    path.write_text(path.read_text().replace("</body>", LAYOUT_PROBE, 1))
+    run = dump_dom(path, width=1280, height=2000)
+    layout = re.search(r'data-layout="([^"]*)"', run.stdout)
+    assert layout, run.stdout[:300]
+    inner, scroll_width, right, scrolled, tables = map(int, layout.group(1).split())
+    assert inner == 1280 and tables >= 3
+    assert scroll_width <= 1280, f"the page is {scroll_width} px wide at a 1,280 px window"
+    assert right <= 1280, f"a table ends at {right} px"
+    assert scrolled == 0, f"{scrolled} tables scroll sideways"

@@ -222,11 +222,22 @@ class _StudyPage:
         d = self.d
         body = [self.cards(), self.selection(), self.history(), self.importance(),
                 self.parallel(), self.table(), self.final()]
-        title = f"foxhunt study {d.get('study', '')}"
+        title = study_title(d)
         meta = (("Symbol", d.get("symbol", "")), ("Bars", d.get("bars", "")),
                 ("Sampler", d.get("sampler", "")), ("Metric", d.get("metric", "")),
                 ("Generated", datetime.now(UTC).isoformat(timespec="seconds")))
-        return page(title, top("foxhunt study", title, meta), "".join(body), self.plots)
+        n = len(self.trials)
+        subtitle = (f"Hyperparameter search: {n} trial{'s' * (n != 1)} scored on validation "
+                    f"{d.get('metric', '')}; the chosen configuration's test windows read once.")
+        header = top("foxhunt \u00b7 tuning study report", title, meta, subtitle)
+        return page(title, header, "".join(body), self.plots)
+
+
+def study_title(doc: dict[str, Any]) -> str:
+    """"ES 1min tuning study NAME" (what the page holds: a study, not a run or a backtest)."""
+    market = " ".join(str(doc[k]) for k in ("symbol", "bars") if doc.get(k))
+    name = doc.get("study", "")
+    return f"{market} tuning study {name}".strip() if market else f"Tuning study {name}".strip()
 
 
 class _Scale:

@@ -370,17 +370,21 @@ def metrics_section(data: ReportData) -> str:
             + _basis_note(group)
             + "</div>"
         )
+    widest = max(len(group) for group in windows.values())
+    grid = "metric-grid" if widest <= SIDE_BY_SIDE_POLICIES else "metric-stack"
     return (
         '<section id="metrics"><h2>Metrics</h2><p class="lead">Per window, one column per '
         "policy. Returns are compounded (the product of 1 + each bar's return); fractions "
         "(returns, drawdown, volatility, win rate, exposure) in percent. Sharpe, Sortino and "
         "volatility are the headline figures of each row's Sharpe basis; the per-bar ones are "
         "beside them.</p>"
-        f'<div class="metric-grid">{"".join(blocks)}</div>'
+        f'<div class="{grid}">{"".join(blocks)}</div>'
         "</section>"
     )
 
 
+SIDE_BY_SIDE_POLICIES = 3
+"""Windows' metrics tables sit two to a row up to this many policy columns, else one a row."""
 SIGNED = frozenset({"sharpe", "sortino", "return", "total_return", "cagr", "total_pnl", "pnl",
                     "calmar", "avg_trade", "sharpe_per_bar", "sortino_per_bar"})
 """Metrics coloured green or red by sign."""
