@@ -28,7 +28,7 @@ from foxhunt.report.csvfile import (
 from foxhunt.report.data import normalise
 from foxhunt.report.study import render_study_report
 
-from .builders import MINUTE, minute_ts, report, series
+from .builders import minute_ts, report, series
 from .test_report_html import payload
 
 
@@ -299,4 +299,31 @@ def test_run_report_data_has_dates_folds_and_a_title(tmp_path):
                        if r.name == "agent"])
     assert chain.equity("agent")[-1] == pytest.approx(product, rel=1e-12)
     assert len(chain.returns["agent"]) == sum(len(r[0].pnl) - 1 for r in per_fold)
-    assert MINUTE  # builders' bar spacing, for the reader
+
+
+def test_backtest_run_records_the_window_dates_and_tick(tmp_path):
+    """`backtest_run` hands `run_report_data` the folds' window times and the instrument's tick,
+    so `foxhunt report RUN_DIR` shows dates without passing the bars twice."""
+    from foxhunt.data.instruments import InstrumentRegistry
+    from foxhunt.data.synth import SynthConfig, generate
+    from foxhunt.features.config import FeatureConfig
+    from foxhunt.report.run import backtest_run, run_report_data
+    from foxhunt.training.config import TrainingSpec
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "spec.json").write_text(json.dumps(TrainingSpec().model_dump(mode="json")))
+    (run_dir / "source.json").write_text(json.dumps(
+        {"symbol": "SYN", "bars": "1min", "features": FeatureConfig().model_dump(mode="json")}))
+    folds = [{"fold": k, "deployed": "flat", "test": {"sharpe": 0.0},  # flat: no checkpoint
+              "windows": {"train": [0, 1000 + 500 * k], "val": [1000 + 500 * k, 1500 + 500 * k],
+                          "test": [1500 + 500 * k, 2000 + 500 * k]}} for k in range(2)]
+    (run_dir / "folds.json").write_text(json.dumps(folds))
+    bars = generate(SynthConfig(n_bars=3000, seed=4)).bars
+    per_fold = backtest_run(run_dir, bars, InstrumentRegistry.load().get("SYN"), device="cpu")
+    data = run_report_data(run_dir, per_fold)
+    assert data["tick_size"] == 0.25
+    assert data["folds"][0]["window_times"] == {
+        "train": [int(bars.ts[0]), int(bars.ts[999])], "val": [int(bars.ts[1000]), int(bars.ts[1499])],
+        "test": [int(bars.ts[1500]), int(bars.ts[1999])]}
+    assert data["title"].endswith("against buy-and-hold, sma:10,30, flat")
