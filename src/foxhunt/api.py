@@ -25,12 +25,13 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import pandas as pd
 import torch
 
+from foxhunt import __all__ as API_NAMES  # listed there, so `import foxhunt` need not import us
 from foxhunt.backtest import (
     TRADE_COLUMNS,
     PolicySpec,
@@ -44,6 +45,7 @@ from foxhunt.backtest import run_backtest as engine_backtest
 from foxhunt.backtest.strategies import TIME_IN_TRADE as _TIME_IN_TRADE
 from foxhunt.backtest.strategies import GreedyAgent
 from foxhunt.config import DataConfig, ResolvedSettings, load_settings
+from foxhunt.configbase import StrictConfig, validate_config
 from foxhunt.data.instruments import Instrument, InstrumentRegistry
 from foxhunt.data.readers import infer_bar_spec
 from foxhunt.data.series import Bars, BarSpec
@@ -64,19 +66,9 @@ if TYPE_CHECKING:
     from foxhunt.env.gym_wrapper import TradingEnv
     from foxhunt.training.trainer import RunResult
 
-__all__ = [
-    "BacktestResult",
-    "Policy",
-    "import_bars",
-    "load_bars",
-    "load_sample",
-    "make_env",
-    "policy_from_sb3",
-    "run_backtest",
-    "train",
-    "write_report",
-]
 
+__all__ = list(API_NAMES)
+M = TypeVar("M", bound=StrictConfig)
 PRICE_COLUMNS = ("open", "high", "low", "close", "volume")
 FLOW_COLUMNS = ("buy_volume", "sell_volume")
 DEFAULT_CAPITAL = 100_000.0
@@ -349,25 +341,19 @@ class CallablePolicy(PolicySpec):
 def _features(series: _Series, config: FeatureConfig | Mapping[str, Any] | None):
     """The causal feature matrix of the series (rolling z-scores: no statistic reads a later
     bar), built the same way for `make_env` and for a policy's backtest."""
-    cfg = _feature_config(series.resolved, config)
+    cfg = _section(series.resolved.settings.features, config, "features")
     return cfg, FeaturePipeline(cfg, series.instrument.session).transform(series.bars)
 
 
-def _feature_config(resolved: ResolvedSettings,
-                    config: FeatureConfig | Mapping[str, Any] | None) -> FeatureConfig:
-    if isinstance(config, FeatureConfig):
-        return config
-    base = resolved.settings.features
-    return base if not config else base.model_validate({**base.model_dump(), **config})
-
-
-def _env_config(resolved: ResolvedSettings,
-                env: EnvConfig | Mapping[str, Any] | None) -> EnvConfig:
-    """`[env]` of the settings, or those with `env`'s keys over them."""
-    if isinstance(env, EnvConfig):
-        return env
-    base = resolved.settings.env
-    return base if not env else EnvConfig.model_validate({**base.model_dump(), **env})
+def _section(base: M, override: M | Mapping[str, Any] | None, name: str) -> M:
+    """A settings section (`[env]`, `[features]`): `override` itself if it is one, else `base`
+    with `override`'s keys over it, checked like a config file (a bad key is one line)."""
+    if isinstance(override, type(base)):
+        return override
+    if not override:
+        return base
+    return validate_config(type(base), {**base.model_dump(exclude_unset=True), **override},
+                           f"{name}= [{name}]")
 
 
 # -- signals -----------------------------------------------------------------------------------
@@ -560,7 +546,7 @@ def run_backtest(
     data = bars
     resolved_series = _series(data, instrument, series, home, "run_backtest")
     index = data.index if isinstance(data, pd.DataFrame) else None
-    env_cfg = _env_config(resolved_series.resolved, env)
+    env_cfg = _section(resolved_series.resolved.settings.env, env, "env")
     spec, env_cfg = _policy_spec(policy, resolved_series, env_cfg, name, index, device)
     label = name or spec.label
     policies: dict[str, PolicySpec] = {label: spec}
@@ -604,7 +590,7 @@ def make_env(
     from foxhunt.env.gym_wrapper import TradingEnv
 
     resolved_series = _series(bars, instrument, series, home, "make_env")
-    cfg = _env_config(resolved_series.resolved, env)
+    cfg = _section(resolved_series.resolved.settings.env, env, "env")
     features_cfg, fm = _features(resolved_series, features)
     inst = resolved_series.instrument
     market = MarketTensors.from_bars(resolved_series.bars, fm.values, inst, cfg, "cpu")

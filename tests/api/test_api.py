@@ -275,3 +275,10 @@ def test_train_returns_the_run_and_its_checkpoint_backtests_and_reports(syn, tmp
 def test_train_overrides_must_be_sections(syn):
     with pytest.raises(ConfigError, match=r"env= must be a dict of \[env\] keys"):
         foxhunt.train(syn, env=4)
+
+
+def test_a_bad_setting_is_one_line_naming_it(syn):
+    with pytest.raises(ConfigError) as exc:
+        foxhunt.run_backtest(syn, "flat", env={"slippage_tick": 2})
+    assert "\n" not in str(exc.value) and "'slippage_tick'" in str(exc.value)
+    assert str(exc.value).startswith("env= [env]")
