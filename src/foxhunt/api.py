@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -221,7 +222,8 @@ def import_bars(path: str | Path, symbol: str, *, bars: str | None = None,
                 replace: bool = False) -> pd.DataFrame:
     """Validate a bar file (CSV, Parquet or DBN) and store it as `foxhunt data import` does,
     then return the stored series. A bad file raises one line naming the row and rule and
-    stores nothing.
+    stores nothing; what the CLI notes (a gap of over a week, prices snapped to the grid) comes
+    as a warning.
 
     `bars` names the series (default: inferred from the spacing); `ts_is_open` for files
     stamped at the bar's open; `tz` for naive local times; `off_grid` is "error", "snap" or
@@ -235,8 +237,10 @@ def import_bars(path: str | Path, symbol: str, *, bars: str | None = None,
     frame = read_bars(path, ts_unit=ts_unit, tz=tz, ts_is_open=ts_is_open, spec=bars)
     spec = BarSpec.parse(bars) if bars else infer_bar_spec(frame.ts)
     with MarketStore(resolved.store_path) as store, store.transaction():
-        store.write_bars(symbol, spec, frame, str(path), tick_size=inst.tick_size,
-                         off_grid=off_grid, replace=replace)  # type: ignore[arg-type]
+        written = store.write_bars(symbol, spec, frame, str(path), tick_size=inst.tick_size,
+                                   off_grid=off_grid, replace=replace)  # type: ignore[arg-type]
+    for note in written.notes(f"{symbol} {spec}"):  # what the CLI prints as "note: ..."
+        warnings.warn(note, UserWarning, stacklevel=2)
     return load_bars(symbol, str(spec), home=home)
 
 
