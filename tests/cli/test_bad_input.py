@@ -232,14 +232,14 @@ def test_data_import_waits_for_a_reader_to_let_go_and_then_writes(home, tmp_path
         code, _, err = cli(home, "data", "import", str(bars), "--symbol", "ES", "--json",
                            env={"FOXHUNT_STORE_WAIT_S": "60"})
     assert code == 0, err
-    assert ("ES", 60) in {(r["symbol"], r["rows"]) for r in cli_ok(home, "data", "list")}
+    assert ("ES", 60) in {(r["symbol"], r["rows"]) for r in cli_ok(home, "data", "list")["series"]}
 
 
 def test_readers_share_the_store_without_waiting(home):
     with StoreHolder(home, "read"):
         code, out, err = cli(home, "data", "list", "--json", env={"FOXHUNT_STORE_WAIT_S": "0"})
     assert code == 0, err
-    assert [r["symbol"] for r in json.loads(out)] == ["SYN"]
+    assert [r["symbol"] for r in json.loads(out)["series"]] == ["SYN"]
 
 
 def test_three_backtests_at_once_all_work_and_agree(home):

@@ -75,7 +75,7 @@ def test_import_list_show_export_round_trip(capsys, tmp_path):
     assert again["bars"] == doc["bars"]
     assert [n.split(":")[0] for n in again["notes"]] == ["ES 1min"]
     assert "replaced 50 stored rows" in again["notes"][0]
-    listing = run_json(capsys, "data", "list")
+    listing = run_json(capsys, "data", "list")["series"]
     assert [(r["symbol"], r["bars"], r["rows"]) for r in listing] == [("ES", "1min", 50)]
     shown = run_json(capsys, "data", "show", "ES", "--bars", "1min", "--limit", "5")
     assert shown["rows_in_range"] == 50 and len(shown["rows"]) == 5
@@ -136,7 +136,7 @@ def test_ticks_import_resamples_into_several_series(capsys, tmp_path):
 
 
 def test_sample_loads_ticks_and_bars(capsys):
-    rows = run_json(capsys, "data", "sample")
+    rows = run_json(capsys, "data", "sample")["series"]
     by = {r["bars"]: r["rows"] for r in rows}
     assert by["ticks (raw)"] == 500_000 and by["ticks:500"] == 1000 and by["1min"] > 2000
 
@@ -145,4 +145,4 @@ def test_synth_stores_bars_with_summary(capsys):
     doc = run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "2000", "--seed", "3",
                    "--signal-strength", "0.3")
     assert doc["series"] == "1min" and doc["bars"] == 2000 and doc["signal_strength"] == 0.3 and doc["oracle_sharpe"] > 0
-    assert run_json(capsys, "data", "list")[0]["rows"] == 2000
+    assert run_json(capsys, "data", "list")["series"][0]["rows"] == 2000

@@ -70,7 +70,7 @@ def test_a_device_torch_cannot_use_is_one_line(capsys, synth_market):
 
 
 def test_a_window_too_short_names_the_backtest(capsys, synth_market):
-    first = run_json(capsys, "data", "list")[0]["first_ts"]
+    first = run_json(capsys, "data", "list")["series"][0]["first_ts"]
     code, out, err = run(capsys, "backtest", "SYN", "--strategy", "flat",
                          "--to", str(first + 60_000_000_000))
     assert code == 1 and out == "" and err == "error: --from/--to select 2 bars; a backtest needs at least 3\n"

@@ -43,7 +43,7 @@ def test_off_grid_spot_prices_are_refused_by_default_with_the_choices(capsys, sp
     line = err.strip()
     assert "\n" not in line and "off the tick grid 5e-05" in line
     assert "--off-grid snap" in line and "--off-grid keep" in line
-    assert run_json(capsys, "data", "list") == []
+    assert run_json(capsys, "data", "list")["series"] == []
 
 
 def test_kept_spot_prices_fill_at_the_next_open_on_the_grid_without_costs(capsys, tmp_path, spot_csv):

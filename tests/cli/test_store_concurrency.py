@@ -150,7 +150,7 @@ def test_a_writer_waits_for_a_reader_to_finish(capsys, store, monkeypatch):
         threading.Timer(0.3, lambda: (holder.stdin.write("\n"), holder.stdin.flush())).start()
         code, out, err = run(capsys, "data", "synth", "--symbol", "SYN", "--bars", "500", "--json")
     assert code == 0 and json.loads(out)["bars"] == 500, err
-    assert run_json(capsys, "data", "list")[0]["rows"] == 500
+    assert run_json(capsys, "data", "list")["series"][0]["rows"] == 500
 
 
 def test_a_reader_on_an_empty_home_creates_nothing(capsys, isolated_home):
@@ -159,5 +159,5 @@ def test_a_reader_on_an_empty_home_creates_nothing(capsys, isolated_home):
     assert code == 1 and out == "" and err.count("\n") == 1
     assert err.startswith(f"error: {store}: no market store here yet; import data first")
     assert "`foxhunt data sample`" in err
-    assert run_json(capsys, "data", "list") == []
+    assert run_json(capsys, "data", "list")["series"] == []
     assert not store.exists()

@@ -25,7 +25,7 @@ def version(as_json: JsonOpt = False) -> None:
     doc = {"foxhunt": __version__, "torch": torch.__version__, "numpy": numpy.__version__,
            "cuda": torch.cuda.is_available()}
     if as_json:
-        emit_json(doc)
+        emit_json("version", doc)
     else:
         out.print(f"foxhunt {__version__} (torch {torch.__version__}, "
                   f"CUDA {'available' if doc['cuda'] else 'not available'})")
@@ -51,7 +51,7 @@ def config_show(
                         **choice.profile.model_dump(mode="json", exclude={"name"})},
     }
     if as_json:
-        emit_json(doc)
+        emit_json("config", doc)
         return
     out.print(f"[bold]FOXHUNT_HOME[/] {doc['home']}")
     out.print(f"[bold]sources[/] {' < '.join(doc['sources'])}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from foxhunt.errors import FoxhuntError
+from foxhunt.schemas import envelope
 
 if TYPE_CHECKING:
     from foxhunt.config import ResolvedSettings
@@ -47,8 +49,10 @@ def settings_of(ctx: typer.Context) -> ResolvedSettings:
     return ctx.find_root().obj.settings
 
 
-def emit_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, default=_json_default) + "\n")
+def emit_json(kind: str, doc: Mapping[str, Any]) -> None:
+    """Print one `--json` document: the object `doc`, led by its `schema_version` and `kind`
+    (docs/json.md; its schema is foxhunt/resources/schemas/KIND.schema.json)."""
+    sys.stdout.write(json.dumps(envelope(kind, doc), default=_json_default) + "\n")
 
 
 def _json_default(o: Any) -> Any:

@@ -122,7 +122,7 @@ def data_import(
                    "bars": {str(spec): len(frame)}, "grid": report.grid,
                    "notes": report.notes(f"{symbol} {spec}")}
     if as_json:
-        emit_json(doc)
+        emit_json("data.import", {("file_kind" if k == "kind" else k): v for k, v in doc.items()})
         return
     what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
     series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
@@ -139,7 +139,7 @@ def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         with open_store(ctx) as store:
             rows = _series_rows(store.series())
     if as_json:
-        emit_json(rows)
+        emit_json("data.list", {"series": rows})
     elif not rows:
         out.print("the store is empty: try `foxhunt data sample` or `foxhunt data import FILE --symbol ES`")
     else:
@@ -167,7 +167,7 @@ def data_show(
         frame = frame.slice(total - limit, total)
     cols = {k: v for k, v in frame.columns().items() if v is not None}
     if as_json:
-        emit_json({"symbol": symbol, "bars": str(spec), "rows_in_range": total,
+        emit_json("data.show", {"symbol": symbol, "bars": str(spec), "rows_in_range": total,
                    "rows": [dict(zip(cols, vals)) for vals in zip(*(c.tolist() for c in cols.values()))]})
         return
     rows = [[fmt_ts(int(r[0])), *(f"{v:g}" for v in r[1:])] for r in zip(*cols.values())]
@@ -189,7 +189,7 @@ def data_export(
     with open_store(ctx) as store:
         rows = store.export_bars(symbol, BarSpec.parse(bars), out_file)
     if as_json:
-        emit_json({"symbol": symbol, "bars": bars, "out": str(out_file), "rows": rows})
+        emit_json("data.export", {"symbol": symbol, "bars": bars, "out": str(out_file), "rows": rows})
     else:
         out.print(f"wrote {rows:,} bars of {symbol} {bars} to {out_file}")
 
@@ -201,7 +201,7 @@ def data_sample(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 
     rows = load_sample_into_store(ctx)
     if as_json:
-        emit_json(rows)
+        emit_json("data.sample", {"series": rows})
         return
     _print_series(f"bundled {SAMPLE_SYMBOL} sample ({', '.join(SAMPLE_BAR_SPECS)})", rows)
 
@@ -246,6 +246,6 @@ def data_synth(
                          tick_size=instrument.tick_size, replace=True)
     doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
     if as_json:
-        emit_json(doc)
+        emit_json("data.synth", doc)
         return
     out.print(rich_table(f"synthetic market {symbol} {spec}", ["field", "value"], [[k, v] for k, v in doc.items()]))

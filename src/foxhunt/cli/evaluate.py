@@ -138,7 +138,7 @@ def backtest(
                                 for r in rows]}
         write_report(data, report)
     if as_json:
-        emit_json({"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
+        emit_json("backtest", {"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
                    "report": str(report) if report else None, "trades_file": str(trades) if trades else None})
         return
     _print_metrics(f"backtest {symbol} {bars} ({'with' if costs else 'without'} costs)", rows)
@@ -169,7 +169,7 @@ def report_cmd(
     write_report(run_report_data(run_dir, per_fold), out_file)
     rows = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
-        emit_json({"run_dir": str(run_dir), "report": str(out_file), "results": rows})
+        emit_json("report.run", {"run_dir": str(run_dir), "report": str(out_file), "results": rows})
     else:
         _print_metrics(f"test windows of {run_dir}", rows)
         out.print(f"report: {out_file}")
@@ -184,6 +184,6 @@ def report_study(study_dir: Path, out_file: Path, as_json: bool) -> None:
     doc = read_study(study_dir)
     write_study_report(doc, out_file)
     if as_json:
-        emit_json({"study_dir": str(study_dir), "report": str(out_file)})
+        emit_json("report.study", {"study_dir": str(study_dir), "report": str(out_file)})
     else:
         out.print(f"report: {out_file}")

@@ -62,7 +62,7 @@ def features_show(
            "n_features": len(fm.names), "groups": {g: [fm.names[i] for i in idx] for g, idx in fm.groups.items()},
            "features": described}
     if as_json:
-        emit_json(doc)
+        emit_json("features.show", doc)
         return
     out.print(rich_table(
         f"{symbol} {bars}: {len(fm.names)} features on {len(frame):,} bars (valid from row {fm.valid_from})",
@@ -105,6 +105,6 @@ def features_export(
     doc = {"symbol": symbol, "bars": bars, "out": str(out_file), "rows": len(frame),
            "features": len(fm.names), "valid_from": fm.valid_from}
     if as_json:
-        emit_json(doc)
+        emit_json("features.export", doc)
     else:
         out.print(f"wrote {len(frame):,} rows x {len(fm.names)} features to {out_file}")

@@ -295,7 +295,7 @@ def paper(
     if started.notice:
         err.print(started.notice)
     if as_json:
-        emit_json(doc)
+        emit_json("paper", doc)
         return
     out.print(f"paper {symbol} {bars} {result.policy}: bars {result.window[0]}..{result.window[1]}"
               f", {len(trades)} trades, {doc['orders']} orders ({doc['denied']} denied)")
@@ -341,7 +341,7 @@ def orders(
             if wanted == "ALL" or (wanted == "WORKING" and o.is_working) or str(o.status) == wanted]
     rows = rows[-last:] if last else rows
     if as_json:
-        emit_json({"account": account, "log": url, "orders": rows})
+        emit_json("orders", {"account": account, "log": url, "orders": rows})
         return
     out.print(rich_table(f"orders of {account} ({len(rows)})",
                          ["id", "symbol", "side", "qty", "filled", "type", "status", "tag", "time"],
@@ -369,7 +369,7 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
            "realised": money_text(acct.realised), "commissions": money_text(acct.commissions),
            "positions": rows}
     if as_json:
-        emit_json(doc)
+        emit_json("positions", doc)
         return
     out.print(rich_table(f"positions of {account}", ["symbol", "position", "mark", "unrealised"],
                          [[r["symbol"], f"{r['position']:+d}", r["mark"], r["unrealised"]]
@@ -412,7 +412,7 @@ def risk_status(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt =
     """Trading state, breakers' figures and limits of an account."""
     engine, url = _engine(ctx, account, log)
     doc = _risk_doc(engine, account, url)
-    emit_json(doc) if as_json else _print_risk(doc)
+    emit_json("risk", doc) if as_json else _print_risk(doc)
 
 
 def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
@@ -439,7 +439,7 @@ def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
     if action == "kill":
         doc["flatten"] = note
     if as_json:
-        emit_json(doc)
+        emit_json("risk", doc)
         return
     _print_risk(doc)
     if note:

@@ -199,7 +199,7 @@ def train(
                                        device=device, seed=seed, out_dir=out_dir, resume=resume,
                                        quiet=as_json)
     if as_json:
-        emit_json({"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
+        emit_json("train.run", {"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
                    "folds": [f.__dict__ for f in result.folds], "phases": result.phases})
     else:
         print_fold_table(result)
@@ -248,7 +248,7 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
         if row["policy"] == "agent" and tuple(row["window"]) in flat_windows:
             row["policy"] = f"agent (not deployed: {NO_EDGE})"
     if as_json:
-        emit_json({"data": rows, "features": {"names": list(fm.names), "groups": groups},
+        emit_json("demo", {"data": rows, "features": {"names": list(fm.names), "groups": groups},
                    "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,
                    "report": str(report)})
         return

@@ -141,7 +141,7 @@ def tune(
 
         doc = read_study(root)
     if as_json:
-        emit_json({"study_dir": str(root), **doc})
+        emit_json("tune.study", {"study_dir": str(root), **doc})
         return
     _print_study(doc)
     out.print(f"best configuration: {root / BEST_FILE}")
