@@ -67,11 +67,15 @@ def test_train_shows_progress_per_epoch_and_prints_the_fold_table(capsys, traine
                          "--seed", "1", "--out", str(tmp_path / "run2"))
     assert code == 0, err
     epochs = [line for line in err.splitlines() if line.startswith("[")]  # stderr is a log here
-    assert [line.split()[:5] for line in epochs] == [
-        ["[1/2]", "fold", "0", "epoch", "0"], ["[2/2]", "fold", "1", "epoch", "0"]]
+    work = next(line for line in err.splitlines() if line.startswith("work: "))
+    total = int(work.split(", ")[1].split()[0].replace(",", ""))
+    assert work.startswith("work: 2 folds x 1 epochs, ")
+    assert [line.split()[1:6] for line in epochs] == [
+        ["updates]", "fold", "1/2", "epoch", "1/1"], ["updates]", "fold", "2/2", "epoch", "1/1"]]
+    assert epochs[-1].startswith(f"[{total:,}/{total:,} updates]")
     for line in epochs:  # whole, not cut to the console's width
         assert all(f" {key} " in line for key in ("Sharpe", "loss", "flat", "exp", "train", "val"))
-        assert line.endswith(" ms")
+        assert " left (" in line and line.endswith(" updates/s)")  # the time left, and the rate
     for column in ("fold", "val", "test", "to beat", "p(beats)", "deployed"):
         assert column in out.lower()
     assert out.count("\n") >= 4  # header and one row per fold
@@ -107,8 +111,9 @@ def test_train_on_a_terminal_draws_one_progress_bar_over_all_epochs(capsys, trai
     code, _, err = run(capsys, "--config", str(cfg), "train", "SYN", "--bars", "1min",
                        "--seed", "1", "--out", str(tmp_path / "run3"))
     assert code == 0, err
-    assert "walk-forward" in err and "2/2" in err and "fold 1 epoch 0" in err
-    assert "[1/2]" not in err  # the bar, not the log lines
+    assert "walk-forward" in err and "fold 2/2 epoch 1/1" in err
+    assert " updates" in err and " left " in err  # updates done of the run's, the time left
+    assert " updates]" not in err  # the bar, not the log lines
     assert "fold 0: " in err and "fold 1: " in err  # the verdicts, above the bar
 
 

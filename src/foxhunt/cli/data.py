@@ -216,6 +216,25 @@ def load_sample_into_store(ctx: typer.Context) -> list[dict]:
         return [r for r in _series_rows(store.series()) if r["symbol"] == SAMPLE_SYMBOL]
 
 
+def store_synthetic(ctx: typer.Context, symbol: str, n_bars: int, seed: int, family: str,
+                    signal_strength: float = 0.0, bar_seconds: int = 60) -> dict:
+    """Generate a `foxhunt.data.synth` market and store its bars under `symbol` (replacing
+    them); what was stored."""
+    from foxhunt.data.series import NS, BarSpec
+    from foxhunt.data.synth import generate
+
+    instrument = instrument_registry(ctx).get(symbol)
+    market = generate({"n_bars": n_bars, "seed": seed, "family": family,
+                       "signal_strength": signal_strength, "bar_seconds": bar_seconds,
+                       "tick_size": instrument.tick_size})
+    spec = BarSpec("time", float(bar_seconds * NS["s"]))
+    with open_store(ctx, write=True) as store, store.transaction():
+        store.write_bars(symbol, spec, market.bars,
+                         f"synth:family={family},seed={seed},X={signal_strength}",
+                         tick_size=instrument.tick_size, replace=True)
+    return {"symbol": symbol, **market.summary(), "series": str(spec)}
+
+
 @data_app.command("synth")
 def data_synth(
     ctx: typer.Context,
@@ -232,20 +251,8 @@ def data_synth(
     as_json: JsonOpt = False,
 ) -> None:
     """Generate a synthetic market whose best simple rule is known and store its bars."""
-    from foxhunt.data.series import NS, BarSpec
-    from foxhunt.data.synth import generate
-
-    instrument = instrument_registry(ctx).get(symbol)
-    market = generate({"n_bars": n_bars, "seed": seed, "family": family,
-                       "signal_strength": signal_strength, "bar_seconds": bar_seconds,
-                       "tick_size": instrument.tick_size})
-    spec = BarSpec("time", float(bar_seconds * NS["s"]))
-    with open_store(ctx, write=True) as store, store.transaction():
-        store.write_bars(symbol, spec, market.bars,
-                         f"synth:family={family},seed={seed},X={signal_strength}",
-                         tick_size=instrument.tick_size, replace=True)
-    doc = {"symbol": symbol, **market.summary(), "series": str(spec)}
+    doc = store_synthetic(ctx, symbol, n_bars, seed, family, signal_strength, bar_seconds)
     if as_json:
         emit_json("data.synth", doc)
         return
-    out.print(rich_table(f"synthetic market {symbol} {spec}", ["field", "value"], [[k, v] for k, v in doc.items()]))
+    out.print(rich_table(f"synthetic market {symbol} {doc['series']}", ["field", "value"], [[k, v] for k, v in doc.items()]))

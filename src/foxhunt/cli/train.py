@@ -7,7 +7,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from foxhunt.cli.common import JsonOpt, emit_json, err, out, rich_table, settings_of
 from foxhunt.cli.data import instrument_registry, load_sample_into_store, open_store
@@ -26,9 +33,77 @@ def progress_bar() -> Progress:
     )
 
 
+def updates_bar() -> Progress:
+    """Training's bar on stderr: updates done of the run's, their rate, the time left."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(),
+        TextColumn("{task.completed:,.0f}/{task.total:,.0f} updates"),
+        TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("left"),
+        TimeRemainingColumn(), TextColumn("{task.fields[status]}"), console=err,
+        transient=False,
+    )
+
+
+class RunClock:
+    """Updates done and the time left, from each finished epoch's share of the run's updates
+    (the first epoch's time includes set-up and compiling, so the first estimate is high)."""
+
+    def __init__(self, budgets: dict[int, Any]):
+        self.budgets = budgets
+        self.before = {i: sum(b.total_updates for j, b in budgets.items() if j < i)
+                       for i in budgets}
+        self.total = sum(b.total_updates for b in budgets.values())
+        self.start = time.perf_counter()
+        self.base: int | None = None  # updates done before this process (a resumed run)
+
+    def tick(self, fold: int, epoch: int) -> tuple[int, float | None, float | None]:
+        """After `epoch` of `fold`: the run's updates done, updates a second since the start,
+        and seconds left (None until measurable)."""
+        done = self.before[fold] + sum(self.budgets[fold].updates[:epoch + 1])
+        if self.base is None:
+            self.base = done - self.budgets[fold].updates[epoch]
+        spent = time.perf_counter() - self.start
+        rate = (done - self.base) / spent if spent > 0 else 0.0
+        if rate <= 0:
+            return done, None, None
+        return done, rate, (self.total - done) / rate
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(round(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+BUDGETS = ("quick", "full")
+QUICK_SHARE = 10
+"""`--budget quick`: a tenth of each fold's updates (of the profile's cap and of the data's
+samples per bar alike), for a first look; `full` the shipped budget; a number N: N updates a
+fold."""
+
+
+def apply_budget(spec, budget: str | None, source: str = "--budget"):
+    """`spec` (sized by its profile) with `--budget` applied, and what it did (None: as is)."""
+    from foxhunt.errors import ConfigError
+
+    if budget is None or budget == "full":
+        return spec, None
+    train = spec.train
+    if budget == "quick":
+        update: dict[str, object] = {"updates_per_fold": max(1, train.updates_per_fold // QUICK_SHARE)}
+        if train.samples_per_bar is not None:
+            update["samples_per_bar"] = max(1, train.samples_per_bar // QUICK_SHARE)
+        why = f"{source} quick: a {QUICK_SHARE}th of each fold's updates"
+    elif budget.isdigit() and int(budget) > 0:
+        update, why = {"updates_per_fold": int(budget)}, f"{source} {budget}: updates a fold as set"
+    else:
+        raise ConfigError(f"{source}: {budget!r} is not quick, full or a number of updates a fold")
+    return spec.with_overrides({"train": update}, source), why
+
+
 def run_training(
     ctx: typer.Context, symbol: str, bars: str, *, folds: int | None = None,
-    epochs: int | None = None, updates_per_fold: int | None = None,
+    epochs: int | None = None, updates_per_fold: int | None = None, budget: str | None = None,
     profile: str | None = None, device: str | None = None,
     seed: int | None = None, out_dir: Path | None = None, resume: bool = False,
     spec_overrides: dict[str, dict[str, Any]] | None = None, quiet: bool = False,
@@ -55,6 +130,7 @@ def run_training(
     choice = choose_profile(profile)
     fills = spec.profile_fills(choice.profile)
     spec = spec.sized_for(choice.profile)
+    spec, budget_note = apply_budget(spec, budget)
     dev = resolve_device(spec.train.device)
     instrument = instrument_registry(ctx).get(symbol)
     with open_store(ctx) as store:
@@ -67,19 +143,25 @@ def run_training(
                   soft_wrap=True, markup=False, highlight=False)
     # A live bar on a terminal; in a log (stderr redirected) one full line per epoch instead,
     # since a bar there is drawn once, at the end, cut to 80 columns.
-    progress = progress_bar() if not quiet and err.is_terminal else None
+    progress = updates_bar() if not quiet and err.is_terminal else None
     task = None
+    clock: RunClock | None = None
 
     def on_epoch(line: dict[str, Any]) -> None:
-        done = line["fold"] * spec.train.epochs + line["epoch"] + 1  # where a resumed run is too
-        status = (f"fold {line['fold']} epoch {line['epoch']}  val Sharpe {line['val']['sharpe']:+.2f}  "
-                  f"gap {line['gap']:+.2f}  loss {line['loss']:.3f}  flat {line['flat']:.0%}  "
-                  f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
-                  f"val {line['validation_ms']:.0f} ms")
+        fold, epoch = line["fold"], line["epoch"]
+        done, rate, left = clock.tick(fold, epoch)
+        speed = "" if rate is None else f"{rate:,.0f} updates/s"
+        status = (f"fold {fold + 1}/{len(trainer.folds)} epoch {epoch + 1}/{spec.train.epochs}  "
+                  f"val Sharpe {line['val']['sharpe']:+.2f}  loss {line['loss']:.3f}  "
+                  f"flat {line['flat']:.0%}")
         if progress is not None:
-            progress.update(task, completed=done, status=status)
+            progress.update(task, completed=done, status=status, rate=speed)
         else:
-            err.print(f"[{done}/{trainer.total_epochs}] {status}", soft_wrap=True, markup=False)
+            eta = "" if left is None else f"  ~{_duration(left)} left ({speed})"
+            err.print(f"[{done:,}/{clock.total:,} updates] {status}  gap {line['gap']:+.2f}  "
+                      f"exp {line['experience_ms']:.0f} ms  train {line['training_ms']:.0f} ms  "
+                      f"val {line['validation_ms']:.0f} ms{eta}",
+                      soft_wrap=True, markup=False, highlight=False)
 
     from foxhunt.metrics import periods_per_year
 
@@ -92,17 +174,24 @@ def run_training(
     trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev,
                                  None if quiet else on_epoch, ppy, None if quiet else on_fold,
                                  opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
+    clock = RunClock(trainer.budgets)
     if not quiet:
         lines = budget_lines(spec.train, trainer.folds)
+        if budget_note:
+            lines.append(budget_note)
         if dev.type == "cuda":
             lines.append(trainer.compile_reason)
+        lines.append(f"work: {len(trainer.folds)} folds x {spec.train.epochs} epochs, "
+                     f"{clock.total:,} updates of {spec.train.batch_size} in all; the time left "
+                     "shows after the first epoch")
         for line in [*lines, *(f"note: {n}" for n in trainer.notices)]:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, settings.features, frame,
                  {"name": choice.profile.name, "reason": choice.reason, "filled": fills})
     if progress is not None:
         with progress:
-            task = progress.add_task("walk-forward", total=trainer.total_epochs, status="starting")
+            task = progress.add_task("walk-forward", total=clock.total, rate="",
+                                     status="fold 1: setting up, compiling on CUDA")
             result = trainer.run(resume=resume)
     else:
         result = trainer.run(resume=resume)
@@ -181,6 +270,9 @@ def train(
     updates_per_fold: Annotated[int | None, typer.Option(
         "--updates-per-fold", help="Gradient updates per fold (default: the GPU profile's).",
         min=1)] = None,
+    budget: Annotated[str, typer.Option(
+        help="quick (a tenth of each fold's updates, for a first look), full (the shipped, "
+        "data-sized budget) or N updates a fold.")] = "full",
     profile: Annotated[str | None, typer.Option(help="GPU profile name or TOML path.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
@@ -194,8 +286,13 @@ def train(
         from foxhunt.errors import FoxhuntError
 
         raise FoxhuntError("--resume needs --out RUN_DIR (the run to continue)")
+    if updates_per_fold is not None and budget != "full":
+        from foxhunt.errors import FoxhuntError
+
+        raise FoxhuntError("--budget and --updates-per-fold both set the updates a fold: give one")
     result, choice, dev = run_training(ctx, symbol, bars, folds=folds, epochs=epochs,
-                                       updates_per_fold=updates_per_fold, profile=profile,
+                                       updates_per_fold=updates_per_fold, budget=budget,
+                                       profile=profile,
                                        device=device, seed=seed, out_dir=out_dir, resume=resume,
                                        quiet=as_json)
     if as_json:
@@ -216,29 +313,67 @@ DEMO_OVERRIDES = {
 }
 
 
+DEMO_SYNTH = {"symbol": "SYN", "n_bars": 10_000, "seed": 7, "family": "ar",
+              "signal_strength": 0.5}
+"""The demo's second market: an AR(1) signal planted in the returns, strong enough that the
+agent learns it in seconds on a CPU (the learning test's market, tests/training)."""
+
+DEMO_SYNTH_OVERRIDES = {
+    "env": {"window": 4, "episode_len": 64},
+    "agent": {"hidden": 64, "atoms": 11, "lr": 1e-3},
+    "replay": {"capacity": 40_000, "beta_anneal_steps": 1_000},
+    "train": {"epochs": 8, "updates_per_fold": 480, "replay_ratio": 15.0, "learning_starts": 512,
+              "batch_size": 128, "n_envs": 32, "eval_windows": 16},
+    "walkforward": {"folds": 2, "purge": 8},
+}
+
+
 def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
-    """The whole path on the bundled real ES data: load, features, walk-forward train, backtest
-    every test fold against the baselines, write the HTML report."""
-    from foxhunt.cli.evaluate import _metrics_rows, _print_metrics, load_series
-    from foxhunt.cli.features import build_features
-    from foxhunt.report import write_report
-    from foxhunt.report.run import backtest_run, run_report_data
-    from foxhunt.training.verdict import NO_EDGE
+    """The whole path twice: on the bundled real ES data, where the honest answer is to stay
+    out, and on a synthetic market with a planted edge, where the agent learns and trades. Each:
+    load, features, walk-forward train, backtest every test fold against the baselines, write
+    the HTML report."""
+    from foxhunt.cli.data import store_synthetic
 
     rows = load_sample_into_store(ctx)
     if not as_json:
         out.print(rich_table("bundled ES data (E-mini S&P 500 trades, 2013-09-01..03)",
                              ["series", "first (UTC)", "last (UTC)", "rows"],
                              [[r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
-    _, _, fm = build_features(ctx, "ES", "1min")
+    real = _demo_market(ctx, "ES", "demo", DEMO_OVERRIDES, as_json,
+                        "real ES: three days of one-minute bars, where no edge is expected")
+    synth = store_synthetic(ctx, **DEMO_SYNTH)
+    planted = _demo_market(ctx, DEMO_SYNTH["symbol"], "demo-synthetic", DEMO_SYNTH_OVERRIDES,
+                           as_json, f"synthetic {DEMO_SYNTH['symbol']}: {DEMO_SYNTH['n_bars']:,} "
+                           f"bars with a planted AR(1) edge (X = {DEMO_SYNTH['signal_strength']}), "
+                           "which the agent should find")
+    if as_json:
+        emit_json("demo", {"data": rows, **real, "synthetic": {"market": synth, **planted}})
+        return
+    out.print(f"reports: {real['report']} (real ES), {planted['report']} (synthetic, planted edge)")
+
+
+def _demo_market(ctx: typer.Context, symbol: str, name: str, overrides: dict, as_json: bool,
+                 what: str) -> dict[str, Any]:
+    """One market of the demo: features, training, backtests of the test folds, the report."""
+    from foxhunt.cli.evaluate import _metrics_rows, _print_metrics, load_series
+    from foxhunt.cli.features import build_features
+    from foxhunt.report import write_report
+    from foxhunt.report.run import backtest_run, run_report_data
+    from foxhunt.training.verdict import NO_EDGE
+
+    if not as_json:
+        out.rule(what)
+    _, _, fm = build_features(ctx, symbol, "1min")
     groups = {g: len(idx) for g, idx in fm.groups.items()}
     if not as_json:
-        out.print(rich_table(f"features on ES 1min: {len(fm.names)} columns in {len(groups)} groups",
-                             ["group", "features"], [[g, n] for g, n in groups.items()]))
-    run_dir = settings_of(ctx).home / "runs" / "demo"
-    result, _, dev = run_training(ctx, "ES", "1min", out_dir=run_dir, spec_overrides=DEMO_OVERRIDES,
+        out.print(rich_table(f"features on {symbol} 1min: {len(fm.names)} columns in "
+                             f"{len(groups)} groups", ["group", "features"],
+                             [[g, n] for g, n in groups.items()]))
+    run_dir = settings_of(ctx).home / "runs" / name
+    result, _, dev = run_training(ctx, symbol, "1min", out_dir=run_dir, spec_overrides=overrides,
                                   quiet=as_json)
-    instrument, frame, ppy = load_series(ctx, "ES", "1min")
+    instrument, frame, ppy = load_series(ctx, symbol, "1min")
     per_fold = backtest_run(run_dir, frame, instrument, device=str(dev), periods_per_year=ppy)
     report = run_dir / "report.html"
     write_report(run_report_data(run_dir, per_fold), report)
@@ -247,11 +382,10 @@ def demo(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     for row in backtests:  # the checkpoint's model, shown for what it is where it stayed undeployed
         if row["policy"] == "agent" and tuple(row["window"]) in flat_windows:
             row["policy"] = f"agent (not deployed: {NO_EDGE})"
-    if as_json:
-        emit_json("demo", {"data": rows, "features": {"names": list(fm.names), "groups": groups},
-                   "run_dir": str(run_dir), "folds": result.table(), "backtests": backtests,
-                   "report": str(report)})
-        return
-    print_fold_table(result)
-    _print_metrics("test windows: agent against baselines (same fill model and costs)", backtests)
-    out.print(f"report: {report}")
+    if not as_json:
+        print_fold_table(result)
+        _print_metrics(f"{symbol} test windows: agent against baselines (same fill model and "
+                       "costs)", backtests)
+    return {"features": {"names": list(fm.names), "groups": groups}, "run_dir": str(run_dir),
+            "folds": result.table(), "backtests": backtests, "report": str(report),
+            "what": what}

@@ -1,0 +1,63 @@
+"""Issue 34, point 2: training says how long it will take, and `--budget` changes the work."""
+
+from __future__ import annotations
+
+import pytest
+
+from foxhunt.cli.train import RunClock, _duration, apply_budget
+from foxhunt.errors import ConfigError
+from foxhunt.profiles import shipped_profiles
+from foxhunt.training.config import TrainingSpec
+
+H100 = shipped_profiles()["h100"]
+
+
+def test_quick_trains_a_tenth_of_every_folds_updates_on_any_data():
+    full = TrainingSpec().sized_for(H100)
+    quick, why = apply_budget(full, "quick")
+    assert why == "--budget quick: a 10th of each fold's updates"
+    for bars in (696, 12_582, 100_000):  # under the cap, at it, over it
+        assert quick.train.for_fold(bars)[0].updates_per_fold == pytest.approx(
+            full.train.for_fold(bars)[0].updates_per_fold / 10, rel=0.03)
+
+
+def test_full_is_the_shipped_budget_and_a_number_sets_the_updates_a_fold():
+    full = TrainingSpec().sized_for(H100)
+    assert apply_budget(full, "full") == (full, None)
+    assert apply_budget(full, None) == (full, None)
+    set_, why = apply_budget(full, "1200")
+    assert why == "--budget 1200: updates a fold as set"
+    assert all(set_.train.for_fold(b)[0].updates_per_fold == 1200 for b in (696, 100_000))
+
+
+@pytest.mark.parametrize("bad", ["fast", "-3", "0", "1e4", ""])
+def test_a_bad_budget_is_one_line_naming_the_option(bad):
+    with pytest.raises(ConfigError, match=r"^--budget: .* is not quick, full or a number"):
+        apply_budget(TrainingSpec().sized_for(H100), bad)
+
+
+class Budget:
+    def __init__(self, updates):
+        self.updates = tuple(updates)
+        self.total_updates = sum(self.updates)
+
+
+def test_the_clock_counts_the_runs_updates_and_projects_the_rest(monkeypatch):
+    now = iter([100.0, 110.0, 130.0])
+    monkeypatch.setattr("foxhunt.cli.train.time.perf_counter", lambda: next(now))
+    clock = RunClock({0: Budget([10, 10]), 1: Budget([30, 30])})
+    assert clock.total == 80
+    assert clock.tick(0, 0) == (10, 1.0, 70.0)  # 10 updates in 10 s: 70 left at 1 a second
+    assert clock.tick(1, 0) == (50, 50 / 30, 30 / (50 / 30))
+
+
+def test_a_resumed_run_times_only_what_this_process_trains(monkeypatch):
+    now = iter([0.0, 20.0])
+    monkeypatch.setattr("foxhunt.cli.train.time.perf_counter", lambda: next(now))
+    clock = RunClock({0: Budget([10, 10]), 1: Budget([30, 30])})
+    done, rate, left = clock.tick(1, 1)  # folds 0 and epoch 0 of fold 1 were done before
+    assert (done, rate, left) == (80, 1.5, 0.0)
+
+
+def test_durations_read_as_a_clock():
+    assert [_duration(s) for s in (4.4, 75, 3_725)] == ["4s", "1m15s", "1h02m"]
