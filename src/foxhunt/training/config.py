@@ -65,16 +65,6 @@ class PerformanceConfig(StrictConfig):
     )
     cuda_graphs: bool = Field(default=True, description="capture collect and update as CUDA graphs")
 
-    def resolved(self, run_updates: int) -> tuple[PerformanceConfig, str]:
-        """This config with `compile` decided for a run of `run_updates` updates, and why."""
-        if self.compile != "auto":
-            return self, f"compile = {str(self.compile).lower()} (set)"
-        on = run_updates >= self.compile_min_updates
-        return (self.model_copy(update={"compile": on}),
-                f"compile {'on' if on else 'off'}: the run trains {run_updates:,} updates, "
-                f"{'at least' if on else 'under'} compile_min_updates = "
-                f"{self.compile_min_updates:,} (compiling takes about 45 s, 10 s from a warm "
-                "compile cache, and saves about 1 ms an update on an H100)")
     autocast: Literal["bf16", "tf32", "off"] = Field(
         default="bf16",
         description="the network passes' precision in training: 'bf16' autocast (matmuls in "
@@ -92,6 +82,17 @@ class PerformanceConfig(StrictConfig):
     updates_per_graph: int = Field(
         default=4, ge=1, description="CUDA graphs: updates captured in one graph"
     )
+
+    def resolved(self, run_updates: int) -> tuple[PerformanceConfig, str]:
+        """This config with `compile` decided for a run of `run_updates` updates, and why."""
+        if self.compile != "auto":
+            return self, f"compile = {str(self.compile).lower()} (set)"
+        on = run_updates >= self.compile_min_updates
+        why = (f"compile {'on' if on else 'off'}: the run trains {run_updates:,} updates, "
+               f"{'at least' if on else 'under'} compile_min_updates = "
+               f"{self.compile_min_updates:,} (compiling takes about 45 s, 10 s from a warm "
+               "compile cache, and saves about 1 ms an update on an H100)")
+        return self.model_copy(update={"compile": on}), why
 
 
 class TrainConfig(StrictConfig):
