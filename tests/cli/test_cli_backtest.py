@@ -85,3 +85,34 @@ def test_window_names_the_command_that_asked():
     with pytest.raises(FoxhuntError, match="^--from/--to select 1 bars; a paper run needs at "
                                            "least 3$"):
         _window(frame, "3", "3", "a paper run")
+
+
+def test_the_trades_csv_reads_as_times_and_prices_on_the_tick_grid(capsys, synth_market, tmp_path):
+    import csv
+    from datetime import datetime
+
+    from foxhunt.data.instruments import InstrumentRegistry
+
+    path = tmp_path / "trades.csv"
+    code, _, err = run(capsys, "backtest", "SYN", "--strategy", "sma:10,30", "--device", "cpu",
+                       "--trades", str(path))
+    assert code == 0, err
+    rows = list(csv.DictReader(path.open()))
+    assert rows
+    tick = InstrumentRegistry.load().get("SYN").tick_size
+    for row in rows:
+        for key in ("entry_time", "exit_time"):
+            assert datetime.fromisoformat(row[key]).utcoffset().total_seconds() == 0
+        for key in ("entry_price", "exit_price"):
+            price = float(row[key])
+            assert abs(price / tick - round(price / tick)) < 1e-6, row[key]
+            assert len(row[key].split(".")[-1]) <= 6  # no float noise like 1.0523000000000002
+
+
+def test_a_strategy_reports_title_names_what_it_backtests(capsys, synth_market, tmp_path):
+    page = tmp_path / "r.html"
+    code, _, err = run(capsys, "backtest", "SYN", "--strategy", "sma:10,30", "--device", "cpu",
+                       "--report", str(page))
+    assert code == 0, err
+    html = page.read_text()
+    assert "SYN 1min backtest: sma:10,30" in html and "agent against baselines" not in html

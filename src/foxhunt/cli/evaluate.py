@@ -82,7 +82,8 @@ def backtest(
     run: Annotated[Path | None, typer.Option("--run", help="Run directory: every fold's model on its test window.")] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file.")] = None,
     strategy: Annotated[list[str] | None, typer.Option(
-        help="Baseline: sma:FAST,SLOW | buy-and-hold | flat | random:SEED (repeatable).")] = None,
+        help="A rule strategy (repeatable): flat | buy-and-hold | sma:FAST,SLOW[,long-flat] | "
+        "zfade:LOOKBACK,ENTRY[,EXIT] | random:SEED.")] = None,
     bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
     start: Annotated[str | None, typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
     end: Annotated[str | None, typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
@@ -125,14 +126,21 @@ def backtest(
                                env_config=env_config, costs=costs, device=dev, periods_per_year=ppy)
     rows = _metrics_rows(results)
     if trades is not None:
-        write_trades(results, trades)
+        if trades.suffix.lower() == ".csv":  # for people: ISO times, prices on the tick grid
+            from foxhunt.report.csvfile import write_results_trades_csv
+
+            write_results_trades_csv(results, trades, instrument.tick_size)
+        else:
+            write_trades(results, trades)
     if report is not None:
         if run is not None:
-            data = run_report_data(run, per_fold)
+            data = run_report_data(run, per_fold, bars=frame)
         else:
             from foxhunt.backtest import report_series
 
-            data = {"title": f"{symbol} {bars} backtest", "symbol": symbol, "bars": bars,
+            data = {"title": f"{symbol} {bars} backtest: {', '.join(r.name for r in results)}",
+                    "kind": "backtest", "symbol": symbol, "bars": bars,
+                    "tick_size": instrument.tick_size, "periods_per_year": ppy,
                     "series": [report_series(results, f"{symbol} {bars}")],
                     "metrics": [{**r, "window": f"bars {r['window'][0]}..{r['window'][1]}"}
                                 for r in rows]}
@@ -166,7 +174,7 @@ def report_cmd(
     source = read_run(run_dir)[SOURCE_FILE]
     instrument, frame, ppy = load_series(ctx, source["symbol"], source["bars"])
     per_fold = backtest_run(run_dir, frame, instrument, device=dev, periods_per_year=ppy)
-    write_report(run_report_data(run_dir, per_fold), out_file)
+    write_report(run_report_data(run_dir, per_fold, bars=frame), out_file)
     rows = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
         emit_json("report.run", {"run_dir": str(run_dir), "report": str(out_file), "results": rows})
