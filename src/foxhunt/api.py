@@ -43,7 +43,6 @@ from foxhunt.backtest import (
 )
 from foxhunt.backtest import BacktestResult as EngineResult
 from foxhunt.backtest import run_backtest as engine_backtest
-from foxhunt.backtest.strategies import TIME_IN_TRADE as _TIME_IN_TRADE
 from foxhunt.backtest.strategies import GreedyAgent
 from foxhunt.config import DataConfig, ResolvedSettings, load_settings
 from foxhunt.configbase import StrictConfig, validate_config
@@ -321,8 +320,8 @@ class _Actor:
 
 class CallablePolicy(PolicySpec):
     """A `Policy` backtested on the features `make_env` builds for the same bars (causal,
-    rolling-normalised), the position state rescaled as for a checkpoint (time in trade counts
-    against the training episode length, capped at 1)."""
+    rolling-normalised), the position state as for a checkpoint (the backtest's env counts time
+    in trade over the policy's episode length, capped at 1)."""
 
     def __init__(self, policy: Policy, features: np.ndarray, observation: ObservationSpec,
                  env_config: EnvConfig):
@@ -333,13 +332,8 @@ class CallablePolicy(PolicySpec):
         return self.observation.first_decision()
 
     def build(self, market: MarketTensors, env_config: EnvConfig) -> GreedyAgent:
-        device = market.device
-        scale = torch.ones(self.observation.pos_dim, dtype=torch.float32, device=device)
-        cap = torch.full_like(scale, float("inf"))
-        scale[_TIME_IN_TRADE] = env_config.episode_len / self.env_config.episode_len
-        cap[_TIME_IN_TRADE] = 1.0
-        rows = self.observation.market_rows(torch.as_tensor(self.features, device=device))
-        return GreedyAgent(_Actor(self.policy), self.observation, rows, scale, cap)
+        rows = self.observation.market_rows(torch.as_tensor(self.features, device=market.device))
+        return GreedyAgent(_Actor(self.policy), self.observation, rows)
 
 
 def _features(series: _Series, config: FeatureConfig | Mapping[str, Any] | None):

@@ -310,7 +310,8 @@ class Backtester:
         `replay_generator`'s generator."""
         cfg = self.env_config.model_copy(update={"episode_len": batch.steps})
         env = TradingVecEnv(self.market, cfg, self.cost, n_envs=len(batch.starts),
-                            device=self.device, generator=replay_generator(self.device))
+                            device=self.device, generator=replay_generator(self.device),
+                            trade_clock=self.env_config.episode_len)
         starts = torch.as_tensor(batch.starts, dtype=torch.long, device=self.device)
         loop = StepLoop(env, tuple(batch.policies), compile=self.compile)
         began = time.perf_counter()

@@ -323,11 +323,8 @@ def parse_strategy(text: str) -> TablePolicy:
 
 class CheckpointPolicy(PolicySpec):
     """A trained agent acting greedily (noisy layers at their mean weights) on features rebuilt
-    with the normaliser stored in its checkpoint.
-
-    The env's position features are shaped as in training: time-in-trade is rescaled from the
-    backtest's episode length to the training episode length and capped at 1, the most the agent
-    ever saw (a backtest window is one long episode)."""
+    with the normaliser stored in its checkpoint. The backtest's env counts time in trade over
+    the training episode length (`TradingVecEnv`'s trade clock), as training's evaluation does."""
 
     def __init__(self, policy: PolicyCheckpoint, features: np.ndarray, label: str):
         self.path, self.network, self.features = policy.path, policy.network, features
@@ -350,26 +347,19 @@ class CheckpointPolicy(PolicySpec):
                     "run it with the checkpoint's env settings (CheckpointPolicy.env_config)"
                 )
         device = market.device
-        scale = torch.ones(self.observation.pos_dim, dtype=torch.float32, device=device)
-        cap = torch.full_like(scale, float("inf"))
-        scale[TIME_IN_TRADE] = env_config.episode_len / self.env_config.episode_len
-        cap[TIME_IN_TRADE] = 1.0
         network = copy.deepcopy(self.network).to(device).eval()
         rows = self.observation.market_rows(torch.as_tensor(self.features, device=device))
-        return GreedyAgent(network, self.observation, rows, scale, cap)
+        return GreedyAgent(network, self.observation, rows)
 
 
 class GreedyAgent:
     """The network's greedy actions on the observations training showed it."""
 
-    def __init__(self, network: BranchingQNetwork, observation: ObservationSpec, rows: Tensor,
-                 scale: Tensor, cap: Tensor):
+    def __init__(self, network: BranchingQNetwork, observation: ObservationSpec, rows: Tensor):
         self.network, self.observation, self.rows = network, observation, rows
-        self.scale, self.cap = scale, cap
 
     def __call__(self, bar: Tensor, pos_state: Tensor) -> Tensor:
-        pos = torch.minimum(pos_state * self.scale, self.cap)
-        return self.network.act(self.observation.observe(self.rows, bar, pos))
+        return self.network.act(self.observation.observe(self.rows, bar, pos_state))
 
 
 def checkpoint_policy(

@@ -89,8 +89,13 @@ class TradingVecEnv:
         device: torch.device | str | None = None,
         generator: torch.Generator | None = None,
         start_range: tuple[int, int] | None = None,
+        trade_clock: int | None = None,
     ):
         self.device = torch.device(device) if device is not None else market.device
+        # The bars the time-in-trade feature counts up to 1 over: the episode length the agent
+        # trained with. An evaluation or backtest runs one long episode; its observations say
+        # what training's did (capped at 1, the most training ever showed).
+        self.trade_clock = float(trade_clock or config.episode_len)
         self.market = market if market.device == self.device else market.to(self.device)
         self.config = config
         self.cost = cost or CostModel.from_instrument(market.instrument, config.slippage_ticks)
@@ -260,7 +265,8 @@ class TradingVecEnv:
         m, cfg = self.market, self.config
         return torch.stack(fills.position_state(
             Book(self._pos, self._avg, self._cash), self._peak,
-            self._time_in_trade / cfg.episode_len, self._stop_mode, self._stop_level,
+            torch.clamp(self._time_in_trade / self.trade_clock, max=1.0), self._stop_mode,
+            self._stop_level,
             m.close[bar], m.atr[bar], m.reward_scale[bar] * cfg.max_contracts, self.cost,
             cfg.max_contracts), dim=1).to(torch.float32)
 

@@ -201,7 +201,8 @@ class _Group:
         cfg = env_config.model_copy(update={"episode_len": steps})
         env = TradingVecEnv(market_window(market, base, hi), cfg, n_envs=starts.numel(),
                             device=device, start_range=(lo - base, hi - base),
-                            generator=replay_generator(device))
+                            generator=replay_generator(device),
+                            trade_clock=env_config.episode_len)
         self.env, self.device = env, device
         self.starts_host = starts.cpu().numpy()
         self.local_starts = starts - base
