@@ -47,3 +47,19 @@ def test_train_and_backtest_give_each_fold_the_same_test_figures(trained):
         assert m["trades"] == trained_test["trades"] and trained_test["trades"] > 0
         assert m["total_return"] == pytest.approx(trained_test["return"], rel=1e-9, abs=1e-12)
         assert m["sharpe_per_bar"] == pytest.approx(trained_test["sharpe"], rel=1e-9)
+
+
+def test_the_reports_figures_are_the_same_numbers(trained):
+    """The run report's metrics table and its out-of-sample rows read the same figures."""
+    from foxhunt.report.run import run_report_data
+
+    run_dir, market, _, ppy = trained
+    folds = json.loads((run_dir / "folds.json").read_text())
+    per_fold = backtest_run(run_dir, market.bars, instrument(), device="cpu", periods_per_year=ppy)
+    data = run_report_data(run_dir, per_fold, bars=market.bars)
+    agent_rows = [m for m in data["metrics"] if m["policy"] == "agent"]
+    assert len(agent_rows) == len(folds)
+    for fold, row in zip(folds, agent_rows, strict=True):
+        assert row["trades"] == fold["test"]["trades"]
+        assert row["total_return"] == pytest.approx(fold["test"]["return"], rel=1e-9, abs=1e-12)
+        assert row["sharpe_per_bar"] == pytest.approx(fold["test"]["sharpe"], rel=1e-9)
