@@ -16,7 +16,7 @@ import typer
 from typer import Abort
 
 from foxhunt.cli import about, data, evaluate, features, trading, train, tune
-from foxhunt.cli.common import Invocation
+from foxhunt.cli.common import Invocation, plain_help
 from foxhunt.errors import FoxhuntError
 
 try:  # typer >= 0.20 carries its own click
@@ -33,7 +33,8 @@ app = typer.Typer(name="foxhunt", no_args_is_help=True, add_completion=False,
 def _root(
     ctx: typer.Context,
     config: Annotated[
-        Path | None, typer.Option("--config", help="TOML file overriding the defaults.")
+        Path | None, typer.Option("--config", help="TOML file overriding the defaults (default: "
+                                   "FOXHUNT_HOME/config.toml, when there is one).")
     ] = None,
 ) -> None:
     ctx.obj = Invocation(config)
@@ -42,6 +43,8 @@ def _root(
 # `foxhunt --help` lists the commands in the order they register, then the groups.
 for command_module in (about, data, features, tune, evaluate, trading, train):
     command_module.register(app)
+# Help as plain text wrapped to the terminal: help strings are not Rich markup ("[risk]" stays).
+plain_help(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from foxhunt import __version__
-from foxhunt.cli.common import JsonOpt, emit_json, out, rich_table, settings_of
+from foxhunt.cli.common import JsonOpt, ProfileOpt, emit_json, out, rich_table, settings_of
 
 config_app = typer.Typer(help="Show the resolved configuration.", no_args_is_help=True)
 
@@ -34,7 +32,7 @@ def version(as_json: JsonOpt = False) -> None:
 @config_app.command("show")
 def config_show(
     ctx: typer.Context,
-    profile: Annotated[str | None, typer.Option(help="GPU profile name or TOML path.")] = None,
+    profile: ProfileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the resolved configuration, its sources, and the chosen GPU profile (and why)."""

@@ -1,9 +1,11 @@
-"""What every command shares: the output consoles, `--json` and tables, time options, and this
-invocation's settings. Imports no command, so any command module can use it."""
+"""What every command shares: the output consoles, `--json` and tables, time options, the help's
+layout, run directories, the `--bars` default, and this invocation's settings. Imports no
+command, so any command module can use it."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +30,39 @@ if not out.is_terminal:
 err = Console(stderr=True, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+BarsOpt = Annotated[str | None, typer.Option(
+    "--bars", help="Bar series, e.g. 1min, ticks:500 (default: the symbol's only stored series; "
+    "with several, 1min).")]
+FromOpt = Annotated[str | None, typer.Option(
+    "--from", help="First bar ts, ISO or epoch ns, inclusive (default: the series' first).")]
+ToOpt = Annotated[str | None, typer.Option(
+    "--to", help="Last bar ts, ISO or epoch ns, inclusive (default: the series' last).")]
+DeviceOpt = Annotated[str, typer.Option(help="auto (CUDA when available), cpu or cuda.")]
+ProfileOpt = Annotated[str | None, typer.Option(
+    help="GPU profile name or TOML path (default: $FOXHUNT_GPU_PROFILE, else the profile "
+    "matching the CUDA device, else default, the CPU's).")]
+RUN_DIR_RULE = ("A bare NAME is FOXHUNT_HOME/runs/NAME where that exists; a path (./x, runs/x, "
+                "/abs/x) is used as given.")
+"""How the options that read a run directory (`under_home(..., existing=True)`) find it."""
+OUT_DIR_RULE = ("A bare NAME goes to FOXHUNT_HOME/{folder}/NAME; a path with a separator (./x, "
+                "runs/x) or an absolute one is used as given.")
+"""How the options that write a run or study directory (`under_home`) place it."""
+ONE_POLICY = " Give one of --run, --checkpoint, --strategy."
+"""Said by each of the options that choose what a backtest or paper run trades."""
+
+HELP_MAX_WIDTH = 140
+"""`--help` wraps to the terminal's width (COLUMNS), up to this many columns."""
+
+
+def plain_help(app: typer.Typer) -> None:
+    """Every `--help` of `app` as plain text (no Rich markup, so a `[risk]` in a help string
+    stays), its paragraphs re-flowed to the terminal's width (up to `HELP_MAX_WIDTH`): a
+    hard-wrapped docstring reads as one paragraph; options show their defaults."""
+    app.rich_markup_mode = None
+    app.info.context_settings = {**(app.info.context_settings or {}),
+                                 "max_content_width": HELP_MAX_WIDTH}
+    for group in app.registered_groups:
+        plain_help(group.typer_instance)
 
 
 @dataclass
@@ -100,3 +135,40 @@ def parse_ts(value: str | None, option: str) -> int | None:
         stamp = stamp.replace(tzinfo=UTC)
     delta = stamp - datetime(1970, 1, 1, tzinfo=UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def under_home(ctx: typer.Context, value: str | Path | None, folder: str = "runs", *,
+               existing: bool = False) -> Path | None:
+    """A run or study directory option: a bare NAME (no path separator) is
+    FOXHUNT_HOME/<folder>/NAME; a path with a separator (./x, runs/x) or an absolute one is used
+    as given. With `existing` (a directory to read), a bare NAME not under FOXHUNT_HOME is
+    taken as given too, so a directory in the working directory still works."""
+    if value is None:
+        return None
+    text = str(value)
+    seps = {"/", os.sep, os.altsep} - {None}
+    if any(sep in text for sep in seps) or text in (".", "..") or Path(text).is_absolute():
+        return Path(text)
+    home = settings_of(ctx).home / folder / text
+    return Path(text) if existing and not home.exists() and Path(text).exists() else home
+
+
+def resolve_bars(ctx: typer.Context, symbol: str, bars: str | None) -> str:
+    """`--bars`: as given; else the symbol's only stored bar series; with several, 1min when
+    stored, else an error listing them (1min when nothing is stored: the read says so)."""
+    if bars is not None:
+        return bars
+    from foxhunt.data.store import MarketStore
+
+    store_path = settings_of(ctx).store_path
+    if not store_path.exists():
+        return "1min"
+    with MarketStore(store_path, read_only=True) as store:
+        stored = [s.spec for s in store.series()
+                  if s.kind == "bars" and s.symbol == symbol.strip()]
+    if len(stored) == 1:
+        return stored[0]
+    if not stored or "1min" in stored:
+        return "1min"
+    raise FoxhuntError(f"{symbol} has {len(stored)} bar series stored ({', '.join(stored)}): "
+                       "choose one with --bars")

@@ -7,7 +7,20 @@ from typing import Annotated, Literal
 
 import typer
 
-from foxhunt.cli.common import JsonOpt, emit_json, fmt_ts, out, parse_ts, rich_table, settings_of
+from foxhunt.cli.common import (
+    BarsOpt,
+    FromOpt,
+    JsonOpt,
+    ToOpt,
+    emit_json,
+    err,
+    fmt_ts,
+    out,
+    parse_ts,
+    resolve_bars,
+    rich_table,
+    settings_of,
+)
 from foxhunt.errors import FoxhuntError
 
 data_app = typer.Typer(help="Import, list, show and export market data.", no_args_is_help=True)
@@ -51,21 +64,22 @@ def _print_series(title: str, rows: list[dict]) -> None:
 
 
 def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str,
-                         off_grid: str = "error", replace: bool = False) -> tuple[list, list]:
+                         off_grid: str = "error", replace: bool = False) -> tuple[list, list, dict]:
     """Check the ticks' grid, resample everything, then write ticks and every bar series in one
-    transaction; returns ([(spec, bars)], the writes' notes)."""
+    transaction; returns ([(spec, bars)], the writes' notes, the trades snapped to the grid)."""
     from foxhunt.data.grid import check_ticks
     from foxhunt.data.resample import resample
 
-    ticks, _ = check_ticks(ticks, instrument.tick_size, off_grid, source)
+    ticks, found = check_ticks(ticks, instrument.tick_size, off_grid, source)
     series = [(spec, resample(ticks, spec, point_value=instrument.point_value)) for spec in specs]
     grid = {"tick_size": instrument.tick_size, "off_grid": off_grid, "replace": replace}
-    notes = []
+    rows, prices = found.snapped
+    notes = [found.snap_note(f"{symbol} ticks")] if rows else []
     with store.transaction():
         notes += store.write_ticks(symbol, ticks, source, **grid).notes(f"{symbol} ticks")
         for spec, bars in series:
             notes += store.write_bars(symbol, spec, bars, source, **grid).notes(f"{symbol} {spec}")
-    return series, notes
+    return series, notes, {"rows": rows, "prices": prices}
 
 
 @data_app.command("import")
@@ -74,21 +88,29 @@ def data_import(
     path: Annotated[Path, typer.Argument(help="CSV, Parquet or Databento DBN file.")],
     symbol: Annotated[str, typer.Option(help="Instrument symbol, e.g. ES.")],
     kind: Annotated[Literal["bars", "ticks"], typer.Option(help="What the file holds.")] = "bars",
-    tz: Annotated[str | None, typer.Option(help="Zone of naive timestamps, e.g. America/Chicago.")] = None,
+    tz: Annotated[str | None, typer.Option(
+        help="Zone of naive timestamps, e.g. America/Chicago (default: none; a file of naive "
+        "times is then refused, epochs and times with a zone or offset need none).")] = None,
     ts_unit: Annotated[
         Literal["auto", "s", "ms", "us", "ns", "iso"], typer.Option(help="Timestamp encoding.")
     ] = "auto",
     bars: Annotated[
         list[str] | None,
         typer.Option("--bars", help="Ticks: resample into this series (repeatable: 1min, ticks:500, "
-                     "volume:10000, dollar:5e7). Bars: the series name (inferred when omitted)."),
+                     "volume:10000, dollar:5e7; default: none, the ticks alone). Bars: the series "
+                     "name (default: inferred from the bar spacing)."),
     ] = None,
-    ts_is_open: Annotated[bool, typer.Option(help="Bar timestamps mark the bar open, not close.")] = False,
+    stamp: Annotated[Literal["close", "open"], typer.Option(
+        help="What a bar file's timestamps mark: the bar's close, or its open (then one bar "
+        "spacing is added: bars are stored stamped at their close). Left at close, an import "
+        "that looks open-stamped (bars on the session open, none on its close) warns.")] = "close",
+    ts_is_open: Annotated[bool, typer.Option(
+        "--ts-is-open", hidden=True, help="Old name of --stamp open.")] = False,
     off_grid: Annotated[
         Literal["error", "snap", "keep"],
         typer.Option(help="Prices off the instrument's tick grid: refuse the file (error), round "
-                     "them to the grid (snap), or keep them for data that is not exchange-native "
-                     "(keep; e.g. spot FX)."),
+                     "them to the grid (snap; the import says how many it moved), or keep them "
+                     "for data that is not exchange-native (keep; e.g. spot FX)."),
     ] = "error",
     replace: Annotated[bool, typer.Option(
         "--replace", help="Drop the stored series first, instead of merging (the file's rows "
@@ -96,39 +118,80 @@ def data_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Validate a file and store it; a bad file names the row and the rule and writes nothing.
-    Says what the import replaced, and any gap of more than a week it leaves in the series."""
+
+    Says what the import replaced, how many prices it snapped to the tick grid, any gap of more
+    than a week it leaves in the series, and when a bar file looks stamped with bar opens. A bar
+    file needs no volume column (volume is then 0, and features leave out the volume group)."""
     from foxhunt.data.readers import infer_bar_spec, read_bars, read_ticks
 
     instrument = instrument_registry(ctx).get(symbol)
     specs = _bar_specs(bars)
+    if ts_is_open:
+        stamp = "open"
+    warnings: list[str] = []
     with open_store(ctx, write=True) as store:
         if kind == "ticks":
             ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
-            written, notes = write_ticks_and_bars(store, symbol, ticks, specs, instrument,
-                                                  str(path), off_grid, replace)
+            written, notes, snapped = write_ticks_and_bars(store, symbol, ticks, specs, instrument,
+                                                           str(path), off_grid, replace)
             doc = {"symbol": symbol, "kind": "ticks", "file": str(path), "ticks": len(ticks),
-                   "bars": {str(s): len(b) for s, b in written}, "notes": notes}
+                   "bars": {str(s): len(b) for s, b in written}, "snapped": snapped,
+                   "notes": notes}
         else:
             if len(specs) > 1:
                 raise FoxhuntError("--bars: a bar file is one series; give --bars at most once")
-            frame = read_bars(path, ts_unit=ts_unit, tz=tz, ts_is_open=ts_is_open,
+            frame = read_bars(path, ts_unit=ts_unit, tz=tz, ts_is_open=stamp == "open",
                               spec=specs[0] if specs else None)
             spec = specs[0] if specs else infer_bar_spec(frame.ts)
+            explicit = ts_is_open or _given(ctx, "stamp")
+            warnings += [] if explicit else _open_stamp_warnings(frame, spec, instrument, path)
             with store.transaction():
                 report = store.write_bars(symbol, spec, frame, str(path),
                                           tick_size=instrument.tick_size, off_grid=off_grid,
                                           replace=replace)
+            notes = report.notes(f"{symbol} {spec}")
+            if not frame.has_volume:
+                notes.append(f"{symbol} {spec}: no volume (0 on every bar): the volume "
+                             "features are left out")
             doc = {"symbol": symbol, "kind": "bars", "file": str(path),
-                   "bars": {str(spec): len(frame)}, "grid": report.grid,
-                   "notes": report.notes(f"{symbol} {spec}")}
+                   "bars": {str(spec): len(frame)}, "grid": report.grid, "stamp": stamp,
+                   "snapped": report.snapped, "notes": notes}
+    doc["warnings"] = warnings
+    for warning in warnings:
+        err.print(f"warning: {warning}", soft_wrap=True, markup=False, highlight=False)
     if as_json:
         emit_json("data.import", {("file_kind" if k == "kind" else k): v for k, v in doc.items()})
         return
     what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
     series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
-    out.print(f"imported {what} for {symbol} from {path}" + (f": {series}" if series else ""))
+    out.print(f"imported {what} for {symbol} from {path}" + (f": {series}" if series else ""),
+              markup=False)
     for note in doc["notes"]:
-        out.print(f"note: {note}")
+        out.print(f"note: {note}", markup=False)
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the command line set option `name` (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name != "DEFAULT"
+
+
+def _open_stamp_warnings(frame, spec, instrument, path: Path) -> list[str]:
+    """The one-line warning of a bar file that looks stamped with bar opens (the heuristic of
+    `open_stamp_evidence`, docs/domain.md#time), or none."""
+    from foxhunt.data.timestamps import open_stamp_evidence
+
+    if spec.kind != "time":
+        return []
+    session = instrument.session
+    evidence = open_stamp_evidence(frame.ts, session.tz, session.open, session.close,
+                                   int(spec.ns))
+    if evidence is None:
+        return []
+    warning = (f"{path} looks stamped with bar opens: {evidence}; stored as close-stamped: if "
+               "the times are opens, import again with --stamp open --replace (or --stamp close "
+               "to silence this)")
+    return [warning]
 
 
 @data_app.command("list")
@@ -150,16 +213,16 @@ def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
 def data_show(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
-    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    start: Annotated[str | None, typer.Option("--from", help="First ts (ISO or ns), inclusive.")] = None,
-    end: Annotated[str | None, typer.Option("--to", help="Last ts (ISO or ns), inclusive.")] = None,
+    bars: BarsOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     limit: Annotated[int, typer.Option(help="Rows to print from the end of the range (0 = all).")] = 20,
     as_json: JsonOpt = False,
 ) -> None:
     """Print bars of one series in a time range."""
     from foxhunt.data.series import BarSpec
 
-    spec = BarSpec.parse(bars)
+    spec = BarSpec.parse(resolve_bars(ctx, symbol, bars))
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, spec, parse_ts(start, "--from"), parse_ts(end, "--to"))
     total = len(frame)
@@ -179,13 +242,14 @@ def data_show(
 def data_export(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
-    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")],
     out_file: Annotated[Path, typer.Option("--out", help="Output .csv or .parquet file.")],
+    bars: BarsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one bar series to CSV or Parquet (atomically: temp file, then rename)."""
     from foxhunt.data.series import BarSpec
 
+    bars = resolve_bars(ctx, symbol, bars)
     with open_store(ctx) as store:
         rows = store.export_bars(symbol, BarSpec.parse(bars), out_file)
     if as_json:

@@ -7,7 +7,22 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.common import JsonOpt, emit_json, out, parse_ts, rich_table, settings_of
+from foxhunt.cli.common import (
+    ONE_POLICY,
+    RUN_DIR_RULE,
+    BarsOpt,
+    DeviceOpt,
+    FromOpt,
+    JsonOpt,
+    ToOpt,
+    emit_json,
+    out,
+    parse_ts,
+    resolve_bars,
+    rich_table,
+    settings_of,
+    under_home,
+)
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
 
@@ -79,18 +94,22 @@ def _print_metrics(title: str, rows: list[dict[str, Any]]) -> None:
 def backtest(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
-    run: Annotated[Path | None, typer.Option("--run", help="Run directory: every fold's model on its test window.")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file.")] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Run directory: every fold's model on "
+                                             "its test window. " + RUN_DIR_RULE + ONE_POLICY)] = None,
+    checkpoint: Annotated[Path | None, typer.Option(
+        help="One checkpoint file." + ONE_POLICY)] = None,
     strategy: Annotated[list[str] | None, typer.Option(
         help="A rule strategy (repeatable): flat | buy-and-hold | sma:FAST,SLOW[,long-flat] | "
-        "zfade:LOOKBACK,ENTRY[,EXIT] | random:SEED.")] = None,
-    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    start: Annotated[str | None, typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
-    end: Annotated[str | None, typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
+        "zfade:LOOKBACK,ENTRY[,EXIT] | random:SEED." + ONE_POLICY)] = None,
+    bars: BarsOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     costs: Annotated[bool, typer.Option("--costs/--no-costs", help="Commission and slippage.")] = True,
-    report: Annotated[Path | None, typer.Option(help="Write an HTML report here.")] = None,
-    trades: Annotated[Path | None, typer.Option(help="Write the trade list (.csv/.parquet/.json).")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    report: Annotated[Path | None, typer.Option(
+        help="Write an HTML report here (default: none).")] = None,
+    trades: Annotated[Path | None, typer.Option(
+        help="Write the trade list here, .csv, .parquet or .json (default: none).")] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Backtest a run, a checkpoint or baseline strategies through the training env's fill model."""
@@ -103,6 +122,8 @@ def backtest(
     if len(chosen) != 1:
         raise FoxhuntError("backtest: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
     dev = resolve_device(device)
+    bars = resolve_bars(ctx, symbol, bars)
+    run = under_home(ctx, run, existing=True)
     instrument, frame, ppy = load_series(ctx, symbol, bars)
     if run is not None:
         per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev, periods_per_year=ppy)
@@ -157,15 +178,20 @@ def backtest(
 
 def report_cmd(
     ctx: typer.Context,
-    run_dir: Annotated[Path, typer.Argument(help="A `foxhunt train` run or `foxhunt tune` study directory.")],
+    run_dir: Annotated[str, typer.Argument(
+        help="A `foxhunt train` run or `foxhunt tune` study directory. A bare NAME is "
+        "FOXHUNT_HOME/runs/NAME or FOXHUNT_HOME/studies/NAME where one exists; a path is used "
+        "as given.")],
     out_file: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("report.html"),
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """One self-contained HTML report of a walk-forward run or a `foxhunt tune` study (works
     offline)."""
-    if (run_dir / "study.json").is_file():
-        return report_study(run_dir, out_file, as_json)
+    study_dir = under_home(ctx, run_dir, "studies", existing=True)
+    if (study_dir / "study.json").is_file():
+        return report_study(study_dir, out_file, as_json)
+    run_dir = under_home(ctx, run_dir, existing=True)
     from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
     from foxhunt.report.run import SOURCE_FILE, backtest_run, read_run, run_report_data

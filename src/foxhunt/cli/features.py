@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from foxhunt.cli.common import JsonOpt, emit_json, fmt_ts, out, parse_ts, rich_table, settings_of
+from foxhunt.cli.common import (
+    BarsOpt,
+    JsonOpt,
+    emit_json,
+    err,
+    fmt_ts,
+    out,
+    parse_ts,
+    resolve_bars,
+    rich_table,
+    settings_of,
+)
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
 
@@ -18,20 +29,23 @@ def register(app: typer.Typer) -> None:
     app.add_typer(features_app, name="features")
 
 
-BarsOpt = Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")]
-
-
 def build_features(ctx: typer.Context, symbol: str, bars: str, fit_until: str | None = None):
-    """Bars of a stored series -> FeatureMatrix; normalisation fitted before `fit_until` if given."""
+    """Bars of a stored series -> FeatureMatrix; normalisation fitted before `fit_until` if given.
+    Groups the bars cannot feed (volume, on bars without it) are left out with a notice on
+    stderr (`fit_to_bars`)."""
     import numpy as np
 
     from foxhunt.data.series import BarSpec
-    from foxhunt.features.pipeline import FeaturePipeline
+    from foxhunt.features.pipeline import FeaturePipeline, fit_to_bars
 
     instrument = instrument_registry(ctx).get(symbol)
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, BarSpec.parse(bars))
-    pipeline = FeaturePipeline(settings_of(ctx).settings.features, instrument.session)
+    config, notices = fit_to_bars(settings_of(ctx).settings.features, frame)
+    for notice in notices:
+        err.print(f"note: {symbol} {bars}: {notice}", soft_wrap=True, markup=False,
+                  highlight=False)
+    pipeline = FeaturePipeline(config, instrument.session)
     fit_row = None
     if fit_until is not None:
         cutoff = parse_ts(fit_until, "--fit-until")
@@ -48,10 +62,11 @@ def build_features(ctx: typer.Context, symbol: str, bars: str, fit_until: str | 
 def features_show(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
-    bars: BarsOpt = "1min",
+    bars: BarsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List the features (name, group, description) and summary statistics on a stored series."""
+    bars = resolve_bars(ctx, symbol, bars)
     pipeline, frame, fm = build_features(ctx, symbol, bars)
     values = fm.values[fm.valid_from:]
     described = pipeline.describe()
@@ -76,11 +91,11 @@ def features_export(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol.")],
     out_file: Annotated[Path, typer.Option("--out", help="Output .parquet file.")],
-    bars: BarsOpt = "1min",
+    bars: BarsOpt = None,
     fit_until: Annotated[
         str | None,
-        typer.Option(help="Fit normalisation on bars before this ts only (else causal rolling z-scores)."),
-    ] = None,
+        typer.Option(help="Fit normalisation on bars before this ts only (default: none, causal "
+                     "rolling z-scores).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write the feature matrix with its ts column to Parquet (temp file, then rename)."""
@@ -91,6 +106,7 @@ def features_export(
 
     if out_file.suffix.lower() not in (".parquet", ".pq"):
         raise FoxhuntError(f"--out {out_file}: features export writes Parquet; use a .parquet name")
+    bars = resolve_bars(ctx, symbol, bars)
     _, frame, fm = build_features(ctx, symbol, bars, fit_until)
     table = pa.table({"ts": frame.ts, **{n: fm.values[:, i] for i, n in enumerate(fm.names)}})
     table = table.replace_schema_metadata({

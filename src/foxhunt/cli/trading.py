@@ -20,7 +20,22 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.common import JsonOpt, emit_json, err, fmt_ts, out, rich_table, settings_of
+from foxhunt.cli.common import (
+    ONE_POLICY,
+    RUN_DIR_RULE,
+    BarsOpt,
+    FromOpt,
+    JsonOpt,
+    ToOpt,
+    emit_json,
+    err,
+    fmt_ts,
+    out,
+    resolve_bars,
+    rich_table,
+    settings_of,
+    under_home,
+)
 from foxhunt.errors import ConfigError, FoxhuntError
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
@@ -194,14 +209,18 @@ def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lo
 def paper(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
-    run: Annotated[Path | None, typer.Option("--run", help="Run directory: its last fold's model.")] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file.")] = None,
-    strategy: Annotated[str | None, typer.Option(help="Rule: sma:FAST,SLOW | buy-and-hold | zfade:L,E | random:SEED.")] = None,
-    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
-    start: Annotated[str | None, typer.Option("--from", help="First bar ts (ISO or ns).")] = None,
-    end: Annotated[str | None, typer.Option("--to", help="Last bar ts (ISO or ns).")] = None,
+    run: Annotated[str | None, typer.Option(
+        "--run", help="Run directory: its last fold's model. " + RUN_DIR_RULE + ONE_POLICY)] = None,
+    checkpoint: Annotated[Path | None, typer.Option(
+        help="One checkpoint file." + ONE_POLICY)] = None,
+    strategy: Annotated[str | None, typer.Option(
+        help="Rule: sma:FAST,SLOW | buy-and-hold | zfade:L,E | random:SEED." + ONE_POLICY)] = None,
+    bars: BarsOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     speed: Annotated[str, typer.Option(help="max, realtime or Nx (N times real time).")] = "max",
-    risk: Annotated[Path | None, typer.Option("--risk", help="TOML file with a [risk] table.")] = None,
+    risk: Annotated[Path | None, typer.Option(
+        "--risk", help="TOML file with a [risk] table (default: the built-in limits).")] = None,
     account: AccountOpt = "paper",
     log: LogOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue this account's run after a stop or crash.")] = False,
@@ -221,6 +240,8 @@ def paper(
     if len(chosen) != 1:
         raise FoxhuntError("paper: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
     factor = _parse_speed(speed)
+    bars = resolve_bars(ctx, symbol, bars)
+    run = under_home(ctx, run, existing=True)
     limits = load_risk_config(risk) if risk is not None else RiskConfig()
     url = _log_url(ctx, account, log)
     files = _files(ctx, account, log)

@@ -9,7 +9,8 @@ policy decides what happens to the ones off it:
 - ``keep``: store them as they are, for data that is not exchange-native. Features read them
   as they are; fills and marks, in the env, backtest and paper alike, are at the nearest tick
   (`tradable`): a venue prints on its grid, and the event log records prices in whole ticks.
-The store records the policy and the count with the import (`MarketStore.imports`).
+The store records the policy and the count with the import (`MarketStore.imports`); a snap
+says how many rows and prices it moved (`GridCheck.snap_note`, the import's `snapped`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,20 @@ class GridCheck:
     tick_size: float
     off_grid_rows: int  # rows with at least one price off the grid, before the policy acted
     rows: int
+    off_grid_prices: int = 0  # prices (of open, high, low, close; or trades) off the grid
+
+    @property
+    def snapped(self) -> tuple[int, int]:
+        """(rows, prices) the check moved onto the grid: (0, 0) unless the policy is snap."""
+        return (self.off_grid_rows, self.off_grid_prices) if self.policy == "snap" else (0, 0)
+
+    def snap_note(self, what: str) -> str | None:
+        """The line an import prints for what snapping changed, or None when it changed nothing."""
+        rows, prices = self.snapped
+        if not rows:
+            return None
+        return (f"{what}: snapped {rows:,} of {self.rows:,} rows ({prices:,} prices) to the "
+                f"{self.tick_size:g} grid (--off-grid snap)")
 
     @property
     def record(self) -> str:
@@ -73,7 +88,8 @@ def check_bars(bars: Bars, tick_size: float, policy: OffGrid, source: str) -> tu
     cols = {k: getattr(bars, k) for k in ("open", "high", "low", "close")}
     masks = {k: off_grid_mask(v, tick_size) for k, v in cols.items()}
     rows = np.logical_or.reduce(list(masks.values()))
-    found = GridCheck(policy, tick_size, int(rows.sum()), len(bars))
+    found = GridCheck(policy, tick_size, int(rows.sum()), len(bars),
+                      sum(int(m.sum()) for m in masks.values()))
     if found.off_grid_rows == 0 or policy == "keep":
         return bars, found
     if policy == "error":
@@ -87,7 +103,7 @@ def check_ticks(ticks: Ticks, tick_size: float, policy: OffGrid,
                 source: str) -> tuple[Ticks, GridCheck]:
     """`check_bars` for trades."""
     rows = off_grid_mask(ticks.price, tick_size)
-    found = GridCheck(policy, tick_size, int(rows.sum()), len(ticks))
+    found = GridCheck(policy, tick_size, int(rows.sum()), len(ticks), int(rows.sum()))
     if found.off_grid_rows == 0 or policy == "keep":
         return ticks, found
     if policy == "error":

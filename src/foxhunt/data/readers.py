@@ -6,6 +6,10 @@ The format comes from the suffix: ``.csv``, ``.csv.gz``, ``.parquet``, ``.pq``, 
 columns has them joined. Rows are never reordered or dropped, so an error's row number is the
 file's 1-based data row (header excluded).
 
+A bar file without a volume column imports with volume 0 on every bar: a series whose volume
+is 0 throughout carries none (`Bars.has_volume`), and building features leaves out the ones
+that need it, with a notice.
+
 Bar timestamps are close times (docs/domain.md#time). Files stamped with the bar's open time
 are read with ``ts_is_open=True``, which adds one bar spacing: the declared ``spec`` or, failing
 that, the one ``infer_bar_spec`` finds.
@@ -110,13 +114,19 @@ def read_bars(
         validate_bars(bars, source)
         return bars
     cols = _Columns(_read_table(path, fmt, source), source)
-    cols.require({"ts": _TS, **_BAR_COLUMNS})
+    prices = {k: v for k, v in _BAR_COLUMNS.items() if k != "volume"}
+    cols.require({"ts": _TS, **prices})
     flow = {k: v for k, v in _FLOW_COLUMNS.items() if cols.has(v)}
     if len(flow) == 1:
         missing = next(k for k in _FLOW_COLUMNS if k not in flow)
         raise DataError(f"{source}: has {next(iter(flow))} but no {missing}; give both or neither")
+    if flow and not cols.has(_BAR_COLUMNS["volume"]):
+        raise DataError(f"{source}: has buy_volume and sell_volume but no volume")
     ts = cols.ts(ts_unit, tz)
-    bars = Bars(ts=ts, **{k: cols.numbers(k, v) for k, v in {**_BAR_COLUMNS, **flow}.items()})
+    numbers = {k: cols.numbers(k, v) for k, v in {**_BAR_COLUMNS, **flow}.items()
+               if k != "volume" or cols.has(v)}
+    numbers.setdefault("volume", np.zeros(len(ts)))  # no volume column: Bars.has_volume
+    bars = Bars(ts=ts, **numbers)
     validate_bars(bars, source)
     if ts_is_open:
         step = BarSpec.parse(spec) if isinstance(spec, str) else spec

@@ -107,6 +107,12 @@ class Bars:
     def has_flow(self) -> bool:
         return self.buy_volume is not None and self.sell_volume is not None
 
+    @property
+    def has_volume(self) -> bool:
+        """False when the bars carry no volume: 0 on every bar, as a bar file without a volume
+        column imports (`data.readers`); features then leave out the volume group."""
+        return self.has_flow or bool(np.any(self.volume))
+
     def slice(self, start: int, stop: int) -> Bars:
         return Bars(**{k: (None if v is None else v[start:stop]) for k, v in self.columns().items()})
 

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from foxhunt.data.grid import OffGrid, check_bars, check_ticks
+from foxhunt.data.grid import GridCheck, OffGrid, check_bars, check_ticks
 from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.data.timestamps import format_ns
 from foxhunt.data.validation import validate_bars, validate_ticks
@@ -86,6 +86,13 @@ class WriteReport:
     gap_before_ns: int | None = None  # from the stored row before first_ts to first_ts
     gap_after_ns: int | None = None  # from last_ts to the stored row after it
     grid: str = "not checked"
+    check: GridCheck | None = None  # the grid check, when one ran
+
+    @property
+    def snapped(self) -> dict[str, int]:
+        """Rows and prices the write moved onto the tick grid (--off-grid snap)."""
+        rows, prices = self.check.snapped if self.check is not None else (0, 0)
+        return {"rows": rows, "prices": prices}
 
     def notes(self, what: str) -> list[str]:
         """One line per thing the user should know: replaced rows, long gaps, the grid."""
@@ -106,6 +113,9 @@ class WriteReport:
                            "not meant")
         if "off" in self.grid:
             out.append(f"{what}: {self.grid}")
+        snapped = self.check.snap_note(what) if self.check is not None else None
+        if snapped:
+            out.append(snapped)
         return out
 
 
@@ -222,7 +232,7 @@ class MarketStore:
         bars into that series, or with `replace` put them in its place."""
         symbol, spec = _symbol(symbol), _spec(spec)
         validate_bars(bars, source)
-        grid = "not checked"
+        grid, found = "not checked", None
         if tick_size is not None:
             bars, found = check_bars(bars, tick_size, off_grid, source)
             validate_bars(bars, source)  # snapping can take a tiny price to zero
@@ -239,7 +249,7 @@ class MarketStore:
         first, last = int(bars.ts[0]), int(bars.ts[-1])
         where, key = "FROM bars WHERE symbol = ? AND spec = ?", [symbol, str(spec)]
         with self._transaction() as con:
-            report = self._place(con, where, key, first, last, replace, n, grid)
+            report = self._place(con, where, key, first, last, replace, n, grid, found)
             self._insert(
                 con,
                 f"INSERT INTO bars SELECT ?, ?, {_BAR_COLUMNS} FROM {_INCOMING}",
@@ -258,7 +268,7 @@ class MarketStore:
         """
         symbol = _symbol(symbol)
         validate_ticks(ticks, source)
-        grid = "not checked"
+        grid, found = "not checked", None
         if tick_size is not None:
             ticks, found = check_ticks(ticks, tick_size, off_grid, source)
             validate_ticks(ticks, source)
@@ -279,7 +289,7 @@ class MarketStore:
         first, last = int(ticks.ts[0]), int(ticks.ts[-1])
         with self._transaction() as con:
             report = self._place(con, "FROM ticks WHERE symbol = ?", [symbol], first, last,
-                                 replace, n, grid)
+                                 replace, n, grid, found)
             self._insert(
                 con,
                 f"INSERT INTO ticks SELECT ?, ts, seq, price, size, side FROM {_INCOMING}",
@@ -291,7 +301,8 @@ class MarketStore:
 
     @staticmethod
     def _place(con: duckdb.DuckDBPyConnection, where: str, key: list, first: int, last: int,
-               replace: bool, rows: int, grid: str) -> WriteReport:
+               replace: bool, rows: int, grid: str,
+               check: GridCheck | None = None) -> WriteReport:
         """Remove what the new rows replace, and say how they meet what stays."""
         span = "" if replace else " AND ts BETWEEN ? AND ?"
         params = key if replace else [*key, first, last]
@@ -304,7 +315,7 @@ class MarketStore:
             rows, first, last, "replace" if replace else "merge", int(n),
             (int(lo), int(hi)) if n else None,
             None if before is None else first - int(before),
-            None if after is None else int(after) - last, grid)
+            None if after is None else int(after) - last, grid, check)
 
     def imports(self, symbol: str | None = None) -> list[dict]:
         """The import log, oldest first: what was written, from where, and its grid check."""

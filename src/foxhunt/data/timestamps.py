@@ -223,6 +223,39 @@ def first_failing_index(n: int, attempt: Callable[[int, int], object]) -> int:
     return lo
 
 
+def open_stamp_evidence(ts: np.ndarray, tz: str, session_open: str, session_close: str,
+                        bar_ns: int) -> str | None:
+    """Why time bars stamped as closes look stamped with their opens, or None.
+
+    The heuristic (docs/domain.md#time): in a session that shuts for part of the day (open !=
+    close, e.g. CME Globex 17:00-16:00 Chicago), a bar stamped with its close can end at the
+    session's close but never at its open, since it would have traded while the market was shut;
+    a bar stamped with its open starts every session at the open and never sits on the close.
+    So more bars at the session open than at its close (wall clock in `tz`, to the nanosecond)
+    is the evidence. Bars of a day or longer, and sessions around the clock, say nothing.
+    """
+    ts = np.asarray(ts, dtype=np.int64)
+    opens, closes = (_clock_ns(t) for t in (session_open, session_close))
+    if opens == closes or not 0 < bar_ns < _DAY_S * NS_PER["s"] or ts.size == 0:
+        return None
+    zone = ZoneInfo(tz)
+    hours, where = np.unique(np.floor_divide(ts, 3600 * NS_PER["s"]), return_inverse=True)
+    offsets = np.array([_offset_ns(zone, int(h) * 3600) for h in hours], dtype=np.int64)
+    clock = np.mod(ts + offsets[where], _DAY_S * NS_PER["s"])
+    at_open, at_close = clock == opens, clock == closes
+    if not at_open.any() or at_open.sum() <= at_close.sum():
+        return None
+    first = int(ts[int(np.argmax(at_open))])
+    return (f"bars on the session open ({session_open} {tz}): {int(at_open.sum()):,}, the first "
+            f"at {format_ns(first)}; on its close ({session_close}): {int(at_close.sum()):,}; a "
+            "bar stamped with its close cannot end at the open")
+
+
+def _clock_ns(hh_mm: str) -> int:
+    h, m = hh_mm.split(":")
+    return (int(h) * 60 + int(m)) * 60 * NS_PER["s"]
+
+
 def _offset_ns(zone: ZoneInfo, utc_s: int) -> int:
     off = datetime.fromtimestamp(utc_s, tz=UTC).astimezone(zone).utcoffset()
     return int(off.total_seconds()) * NS_PER["s"]

@@ -78,6 +78,27 @@ def _check_prices(bars: Bars) -> None:
             raise DataError(f"bars row {row}: {name} must be finite and >= 0 (got {col[row]})")
 
 
+VOLUME_GROUPS = ("volume",)
+"""The groups built from volume: bars that carry none (`Bars.has_volume`) leave them out."""
+
+
+def fit_to_bars(config: FeatureConfig, bars: Bars) -> tuple[FeatureConfig, list[str]]:
+    """`config` without the groups the bars cannot feed, and a notice for each one left out:
+    bars without volume (0 on every bar, as a file without the column imports) feed no
+    volume features. A config of nothing but those groups is refused."""
+    dropped = [] if bars.has_volume else [g for g in VOLUME_GROUPS if g in config.groups]
+    if not dropped:
+        return config, []
+    kept = [g for g in config.groups if g not in dropped]
+    if not kept:
+        raise DataError(f"the bars carry no volume (0 on every bar) and features.groups holds "
+                        f"only {', '.join(dropped)}: add another group")
+    names = [s.name for s in feature_specs(config) if s.group in dropped]
+    notice = (f"the bars carry no volume (0 on every bar): left out the {', '.join(dropped)} "
+              f"features ({', '.join(names)})")
+    return config.model_copy(update={"groups": kept}), [notice]
+
+
 class FeaturePipeline:
     """Builds the feature matrix of a bar series; the layout depends on the config only.
 
