@@ -45,7 +45,7 @@ def test_snapped_ticks_are_counted(capsys, tmp_path):
 
 def test_an_open_stamped_file_warns_and_stamp_open_shifts_it(capsys, tmp_path):
     src = write_session_csv(tmp_path / "es.csv")
-    code, out, err = run(capsys, "data", "import", str(src), "--symbol", "ES")
+    code, _, err = run(capsys, "data", "import", str(src), "--symbol", "ES")
     assert code == 0
     assert len(err.splitlines()) == 1 and err.startswith(f"warning: {src} looks stamped with bar "
                                                          "opens: bars on the session open")
