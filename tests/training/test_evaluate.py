@@ -29,8 +29,8 @@ CPU = torch.device("cpu")
 @torch.no_grad()
 def reference_rollouts(policy, market, env_config, windows, capital, chunks):
     """The eager loop, spelled out: per group of windows with equal steps, one env on the market
-    handed in, one policy pass and one env step per step, each piece's position closed at its
-    last bar's close."""
+    handed in (time in trade counted over the training episode length), one policy pass and one
+    env step per step, each piece's position closed at its last bar's close."""
     observation = ObservationSpec(env_config.window, market.n_features)
     plans = [_chunking(observation, w, chunks) for w in windows]
     out = {}
@@ -39,7 +39,8 @@ def reference_rollouts(policy, market, env_config, windows, capital, chunks):
         starts = torch.cat([plans[i][0] + torch.arange(chunks) * steps for i in group])
         lo, hi = min(plans[i][0] for i in group), max(windows[i].stop for i in group)
         cfg = env_config.model_copy(update={"episode_len": steps})
-        env = TradingVecEnv(market, cfg, n_envs=starts.numel(), start_range=(lo, hi))
+        env = TradingVecEnv(market, cfg, n_envs=starts.numel(), start_range=(lo, hi),
+                            trade_clock=env_config.episode_len)
         obs = env.reset(starts)
         money, position, actions, trades = [], [], [], []
         for _ in range(steps):

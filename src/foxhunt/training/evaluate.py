@@ -80,7 +80,7 @@ class WindowResult:
                 "return": self.total_return,
                 "pnl": self.total_pnl, "max_drawdown": self.max_drawdown, "trades": self.trades,
                 "trade_rate": self.trade_rate, "flat": self.flat_fraction,
-                "bars": int(self.pnl.size)}
+                "bars": int(self.pnl.size), "periods_per_year": self.periods_per_year}
 
 
 def _chunking(observation: ObservationSpec, window: Window, chunks: int) -> tuple[int, int]:
