@@ -61,3 +61,31 @@ def test_a_resumed_run_times_only_what_this_process_trains(monkeypatch):
 
 def test_durations_read_as_a_clock():
     assert [_duration(s) for s in (4.4, 75, 3_725)] == ["4s", "1m15s", "1h02m"]
+
+
+def test_training_bars_without_volume_leaves_out_the_volume_features(capsys, tmp_path,
+                                                                     isolated_home):
+    """A series imported without volume trains on the configured groups it can feed, and says
+    so; source.json records the features it was trained on."""
+    import json
+
+    import numpy as np
+
+    from .test_cli import run, run_json
+    from .test_cli_train_backtest import TINY
+
+    rng = np.random.default_rng(0)
+    close = 4000 + np.round(np.cumsum(rng.normal(0, 1, 3_000)) * 4) / 4
+    ts0 = 1_700_000_000 * 10**9
+    rows = [f"{ts0 + i * 60 * 10**9},{c},{c + 0.5},{c - 0.5},{c}" for i, c in enumerate(close)]
+    src = tmp_path / "novol.csv"
+    src.write_text("ts,open,high,low,close\n" + "\n".join(rows) + "\n")
+    run_json(capsys, "data", "import", str(src), "--symbol", "ES")
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY + '\n[features]\ngroups = ["returns", "volume"]\nnorm_window = 64\n')
+    code, _, err = run(capsys, "--config", str(cfg), "train", "ES", "--folds", "2",
+                       "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    assert "note: the bars carry no volume (0 on every bar): left out the volume features" in err
+    source = json.loads((tmp_path / "run" / "source.json").read_text())
+    assert source["features"]["groups"] == ["returns"]

@@ -123,7 +123,7 @@ def run_training(
     """Resolve settings and profile, load bars, and run the walk-forward trainer."""
     from foxhunt.data.series import BarSpec
     from foxhunt.devices import resolve_device
-    from foxhunt.features.pipeline import FeaturePipeline
+    from foxhunt.features.pipeline import FeaturePipeline, fit_to_bars
     from foxhunt.profiles import choose_profile
     from foxhunt.training.trainer import WalkForwardTrainer
 
@@ -147,7 +147,8 @@ def run_training(
     instrument = instrument_registry(ctx).get(symbol)
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, BarSpec.parse(bars))
-    pipeline = FeaturePipeline(settings.features, instrument.session)
+    features, feature_notes = fit_to_bars(settings.features, frame)
+    pipeline = FeaturePipeline(features, instrument.session)
     run_dir = out_dir or (resolved.home / "runs" / f"{symbol}-{bars.replace(':', '')}-{time.strftime('%Y%m%d-%H%M%S')}")
     if not quiet:
         err.print(f"training {symbol} {bars} ({len(frame):,} bars) on {dev} with GPU profile "
@@ -196,9 +197,9 @@ def run_training(
         lines.append(f"work: {len(trainer.folds)} folds x {spec.train.epochs} epochs, "
                      f"{clock.total:,} updates of {spec.train.batch_size} in all; the time left "
                      "shows after the first epoch")
-        for line in [*lines, *(f"note: {n}" for n in trainer.notices)]:
+        for line in [*lines, *(f"note: {n}" for n in [*feature_notes, *trainer.notices])]:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
-    write_source(run_dir, symbol, bars, settings.features, frame,
+    write_source(run_dir, symbol, bars, features, frame,
                  {"name": choice.profile.name, "reason": choice.reason, "filled": fills})
     if progress is not None:
         with progress:
