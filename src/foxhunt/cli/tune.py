@@ -8,22 +8,41 @@ from typing import Annotated, Any
 
 import typer
 
-from foxhunt.cli.common import JsonOpt, emit_json, err, out, rich_table, settings_of
+from foxhunt.cli.common import (
+    OUT_DIR_RULE,
+    JsonOpt,
+    emit_json,
+    err,
+    out,
+    rich_table,
+    settings_of,
+    under_home,
+)
 from foxhunt.errors import FoxhuntError
+
+TUNE_HELP = ("Search training settings (Optuna; PSO by default) scored on walk-forward "
+             "validation only; report the deflated Sharpe ratio and PBO of the choice, write it "
+             "as best.toml, then roll out the test windows once, for it alone.")
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(tune)
+    app.command(help=TUNE_HELP)(tune)
 
 
 SamplerOpt = Annotated[str, typer.Option(help="pso (particle swarm), tpe, cmaes or random.")]
 
 
-def _need_optuna() -> None:
+def _need_optuna(backend: str) -> None:
+    """The extras the options need, checked before anything runs: one line naming the extra."""
     try:
         import optuna  # noqa: F401
     except ImportError:
         raise FoxhuntError("foxhunt tune needs Optuna: pip install 'foxhunt[tune]'") from None
+    if backend == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise FoxhuntError("--backend ray needs Ray: pip install 'foxhunt[ray]'") from None
 
 
 def _num(v: Any, fmt: str = "+.3f") -> str:
@@ -52,30 +71,37 @@ def tune(
     pruner: Annotated[str, typer.Option(help="median, hyperband or none.")] = "median",
     particles: Annotated[int, typer.Option(help="PSO swarm size.", min=2)] = 8,
     seed: Annotated[int, typer.Option(help="The sampler's seed.", min=0)] = 0,
-    folds: Annotated[int | None, typer.Option(help="Walk-forward folds.", min=1)] = None,
-    epochs: Annotated[int | None, typer.Option(help="Validation rounds per fold.", min=1)] = None,
-    updates_per_fold: Annotated[int | None, typer.Option(
-        "--updates-per-fold", help="Gradient updates per fold (default: the GPU profile's).",
+    folds: Annotated[int | None, typer.Option(
+        help="Walk-forward folds (default: the config's [walkforward] folds).", min=1)] = None,
+    epochs: Annotated[int | None, typer.Option(
+        help="Validation rounds per fold (default: the config's [train] epochs).",
         min=1)] = None,
-    profile: Annotated[str | None, typer.Option(help="GPU profile name or TOML path.")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    updates_per_fold: Annotated[int | None, typer.Option(
+        "--updates-per-fold", help="Gradient updates per fold (default: the config's [train] "
+        "updates_per_fold, else the GPU profile's).", min=1)] = None,
+    profile: Annotated[str | None, typer.Option(
+        help="GPU profile name or TOML path (default: $FOXHUNT_GPU_PROFILE, else the profile "
+        "matching the CUDA device, else default, the CPU's).")] = None,
+    device: Annotated[str | None, typer.Option(
+        help="auto, cpu or cuda (default: the config's [train] device).")] = None,
     ray_address: Annotated[str | None, typer.Option(
         "--ray-address", help="Ray cluster to join (default: start a local one).")] = None,
     gpus_per_trial: Annotated[float | None, typer.Option(
-        "--gpus-per-trial", help="Ray: GPU share per trial (default 1/parallel on CUDA).")] = None,
+        "--gpus-per-trial", help="Ray: GPU share per trial (default: 1/parallel on CUDA, "
+        "none on the CPU).")] = None,
     final: Annotated[bool, typer.Option(
         "--final/--no-final", help="Train the best configuration once more and roll out the "
         "test windows (the only time they are read).")] = True,
-    out_dir: Annotated[Path | None, typer.Option(
-        "--out", help="Study directory (default: FOXHUNT_HOME/studies/NAME).")] = None,
+    out_dir: Annotated[str | None, typer.Option(
+        "--out", help="Study directory (default: FOXHUNT_HOME/studies/STUDY, STUDY the study's "
+        "name). "
+        + OUT_DIR_RULE.format(folder="studies"))] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search training settings (Optuna; PSO by default) scored on walk-forward validation
-    only; report the deflated Sharpe ratio and PBO of the choice, write it as best.toml, then
-    roll out the test windows once, for it alone."""
-    _need_optuna()
+    # the help is TUNE_HELP (one paragraph, so --help re-flows it)
+    _need_optuna(backend)
     from foxhunt.cli.data import instrument_registry, open_store
-    from foxhunt.cli.train import print_fold_table, write_source
+    from foxhunt.cli.train import write_source
     from foxhunt.configbase import validate_config
     from foxhunt.data.series import BarSpec
     from foxhunt.devices import resolve_device
@@ -84,7 +110,7 @@ def tune(
     from foxhunt.tune.objective import TrialContext
     from foxhunt.tune.space import load_space
     from foxhunt.tune.storage import default_storage_url
-    from foxhunt.tune.study import BEST_FILE, TuneConfig, run_final
+    from foxhunt.tune.study import TuneConfig, one_line, read_study, run_final
 
     resolved = settings_of(ctx)
     settings = resolved.settings
@@ -111,7 +137,7 @@ def tune(
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, BarSpec.parse(bars))
     ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
-    root = out_dir or resolved.home / "studies" / name
+    root = under_home(ctx, out_dir, "studies") or resolved.home / "studies" / name
     # K trials share the CPU's cores: one intra-op thread pool per trial, not K oversubscribed.
     threads = max(1, (os.cpu_count() or 1) // parallel) if dev.type == "cpu" else None
     trial_ctx = TrialContext(frame, instrument, settings.features, base, choice.profile, ppy,
@@ -128,25 +154,54 @@ def tune(
             err.print(f"budget: a fold's updates follow its training window ([train] samples_per_"
                       f"bar), at most {fills['train.updates_per_fold']:,}", soft_wrap=True)
     doc = _run_with_progress(config, trial_ctx, searched, source, resume, quiet=as_json)
+    # From here the study's result is in study.json: a late step that fails is one line, and
+    # the result is still printed (the exit status then says something failed).
+    late = list(doc.get("late_errors") or [])
     final_run = None
     if final and doc["best"] is not None:
         final_dir = root / "final"
         if not as_json:
             err.print(f"training the best configuration (trial {doc['best']['number']}) once more "
-                      f"and rolling out the test windows -> {final_dir}")
-        write_source(final_dir, symbol, bars, settings.features, frame)
-        final_run = run_final(trial_ctx, doc["best"]["params"], final_dir, on_fold=None if as_json
-                              else lambda r: err.print(r.verdict, soft_wrap=True, markup=False))
-        from foxhunt.tune.study import read_study
-
-        doc = read_study(root)
+                      f"and rolling out the test windows -> {final_dir}", soft_wrap=True)
+        try:
+            write_source(final_dir, symbol, bars, settings.features, frame)
+            final_run = run_final(trial_ctx, doc["best"]["params"], final_dir,
+                                  on_fold=None if as_json else
+                                  lambda r: err.print(r.verdict, soft_wrap=True, markup=False))
+            doc = read_study(root)
+        except Exception as exc:  # noqa: BLE001 (the study's result must still be shown)
+            late.append(f"the final test rollout: {one_line(exc)}")
     if as_json:
-        emit_json("tune.study", {"study_dir": str(root), **doc})
-        return
-    _print_study(doc)
-    out.print(f"best configuration: {root / BEST_FILE}")
+        emit_json("tune.study", {"study_dir": str(root), **doc, "late_errors": late})
+    else:
+        _print_result(doc, root, final_run, late)
+    if late:
+        raise typer.Exit(1)
+
+
+def _print_result(doc: dict[str, Any], root: Path, final_run, late: list[str]) -> None:
+    """The study's table, DSR, PBO, importance and where it lies; then the final run's folds;
+    then one line per late step that failed."""
+    from foxhunt.cli.train import print_fold_table
+    from foxhunt.tune.study import BEST_FILE, one_line
+
+    try:
+        _print_study(doc)
+    except Exception as exc:  # noqa: BLE001
+        late.append(f"printing the study: {one_line(exc)}")
+        best = doc.get("best") or {}
+        out.print(f"best trial {best.get('number')}: {doc.get('metric')} {best.get('value')} "
+                  f"{best.get('params')}", soft_wrap=True, markup=False)
+    out.print(f"study: {root}", soft_wrap=True)
+    if (root / BEST_FILE).is_file() and doc.get("best") is not None:
+        out.print(f"best configuration: {root / BEST_FILE}", soft_wrap=True)
     if final_run is not None:
-        print_fold_table(final_run)
+        try:
+            print_fold_table(final_run)
+        except Exception as exc:  # noqa: BLE001
+            late.append(f"printing the final run: {one_line(exc)}")
+    for line in late:
+        err.print(f"error: {line}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _run_with_progress(config, trial_ctx, searched, source, resume: bool, quiet: bool):
@@ -193,10 +248,23 @@ def _print_study(doc: dict[str, Any]) -> None:
                   f"splits of {pbo['n_obs']:,} validation bars of {pbo['n_trials']} trials)")
     else:
         out.print(f"probability of backtest overfitting: n/a ({pbo.get('reason', '')})")
+    out.print(_importance_line(doc), soft_wrap=True, markup=False, highlight=False)
     thr = doc.get("throughput") or {}
     if thr.get("trials_per_hour"):
         out.print(f"throughput: {thr['trials_per_hour']:,.0f} trials/hour ({thr['trials']} trials "
                   f"in {thr['wall_s']:.1f} s, {thr['parallel']} at once, {thr['backend']})")
+
+
+def _importance_line(doc: dict[str, Any]) -> str:
+    from foxhunt.tune.study import IMPORTANCE_METHODS
+
+    imp, note = doc.get("importance") or {}, doc.get("importance_note")
+    if not imp:
+        return f"parameter importance: n/a ({note or 'not computed'})"
+    method = IMPORTANCE_METHODS.get(doc.get("importance_method") or "", "")
+    how = "; ".join(x for x in (method, note) if x)
+    shares = ", ".join(f"{k} {v:.2f}" for k, v in sorted(imp.items(), key=lambda kv: -kv[1]))
+    return f"parameter importance{f' ({how})' if how else ''}: {shares}"
 
 
 def _param(v: Any) -> str:

@@ -263,15 +263,29 @@ def run_study(config: TuneConfig, ctx: TrialContext, space: SearchSpace, source:
                   "wall_s": round(wall, 3),
                   "trials_per_hour": round(ran / wall * 3600, 2) if ran and wall > 0 else None}
     doc = write_summary(study, root, config, source, space, throughput, analyse=True)
-    best = doc["best"]
-    if best is not None:
-        header = [(f"foxhunt tune: best of study '{config.name}' (trial {best['number']}, "
-                  f"validation {config.metric} {best['value']:.4g})"),
-                  (f"deflated Sharpe ratio {_fmt(doc['deflated_sharpe'].get('dsr'))}, "
-                  f"PBO {_fmt(doc['pbo'].get('pbo'))}; GPU profile {ctx.profile.name}"),
-                  "use: foxhunt --config best.toml train SYMBOL --bars BARS"]
-        write_toml(root / BEST_FILE, best_config(ctx.base, ctx.features, best["params"]), header)
+    if doc["best"] is not None:
+        errors = doc.setdefault("late_errors", [])
+        _late(errors, f"writing {BEST_FILE}", lambda: write_best(root, config, ctx, doc),
+              lambda line: {})
+        if errors:  # study.json says what failed
+            write_json(root / STUDY_FILE, doc)
+        else:
+            del doc["late_errors"]
     return doc
+
+
+def write_best(root: Path, config: TuneConfig, ctx: TrialContext,
+               doc: dict[str, Any]) -> dict[str, Any]:
+    """best.toml: the base settings with the best trial's parameters, a config `foxhunt train`
+    takes."""
+    best = doc["best"]
+    header = [(f"foxhunt tune: best of study '{config.name}' (trial {best['number']}, "
+              f"validation {config.metric} {best['value']:.4g})"),
+              (f"deflated Sharpe ratio {_fmt(doc['deflated_sharpe'].get('dsr'))}, "
+              f"PBO {_fmt(doc['pbo'].get('pbo'))}; GPU profile {ctx.profile.name}"),
+              "use: foxhunt --config best.toml train SYMBOL --bars BARS"]
+    write_toml(root / BEST_FILE, best_config(ctx.base, ctx.features, best["params"]), header)
+    return {}
 
 
 def _fmt(v: float | None) -> str:
@@ -389,20 +403,69 @@ def aligned_returns(series: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
 
 
+IMPORTANCE_METHODS = {"fanova": "fANOVA", "ped-anova": "PED-ANOVA"}
+NEEDS_SKLEARN = "fANOVA needs scikit-learn: pip install scikit-learn"
+
+
 def importance(study) -> dict[str, float]:
-    """fANOVA importance of each parameter for the score (empty below 2 distinct scores)."""
+    """Importance of each parameter for the score (empty below 2 distinct scores); see
+    `importance_of`."""
+    return importance_of(study)["importance"]
+
+
+def importance_of(study) -> dict[str, Any]:
+    """Parameter importance for study.json: `importance` (key -> share, summing to 1),
+    `importance_method` (fanova, ped-anova or None) and `importance_note` (why it is empty, or
+    why not fANOVA). fANOVA where scikit-learn is installed (the `tune` extra does not bring
+    it); else Optuna's PED-ANOVA, which needs nothing beyond Optuna."""
     from optuna.trial import TrialState
 
     values = {t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))}
     if len(values) < 2:
-        return {}
+        return {"importance": {}, "importance_method": None,
+                "importance_note": "needs 2 finished trials with different scores"}
+    import warnings
+
     import optuna
 
+    note = None
     try:
-        return {k: float(v) for k, v in optuna.importance.get_param_importances(
-            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0)).items()}
-    except (RuntimeError, ValueError):
-        return {}
+        import sklearn  # noqa: F401  (fANOVA's random forest)
+
+        method, evaluator = "fanova", optuna.importance.FanovaImportanceEvaluator(seed=0)
+    except ImportError:
+        ped_anova = getattr(optuna.importance, "PedAnovaImportanceEvaluator", None)
+        if ped_anova is None:
+            return {"importance": {}, "importance_method": None,
+                    "importance_note": NEEDS_SKLEARN.replace("fANOVA needs", "needs")}
+        method, evaluator, note = "ped-anova", ped_anova(), NEEDS_SKLEARN
+    try:
+        with warnings.catch_warnings():  # PED-ANOVA is experimental in some Optuna releases
+            warnings.simplefilter("ignore")
+            shares = optuna.importance.get_param_importances(study, evaluator=evaluator)
+    except (RuntimeError, ValueError) as exc:
+        return {"importance": {}, "importance_method": None,
+                "importance_note": f"{IMPORTANCE_METHODS[method]}: {one_line(exc)}"}
+    return {"importance": {k: float(v) for k, v in shares.items()}, "importance_method": method,
+            "importance_note": note}
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's first line."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _late(errors: list[str], step: str, compute: Callable[[], dict[str, Any]],
+          fallback: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A step run after the trials: its failure is one line in `errors` and its fallback
+    values, never the loss of the study's result."""
+    try:
+        return compute()
+    except Exception as exc:  # noqa: BLE001 (any failure here must not lose the trials' result)
+        line = f"{step}: {one_line(exc)}"
+        errors.append(line)
+        return fallback(line)
 
 
 def write_summary(study, root: Path, config: TuneConfig, source: dict[str, Any],
@@ -428,10 +491,18 @@ def write_summary(study, root: Path, config: TuneConfig, source: dict[str, Any],
         "final": old.get("final"),
     }
     if analyse:
-        doc.update(selection_stats(study, root))
-        doc["importance"] = importance(study)
+        errors: list[str] = []
+        doc.update(_late(errors, "DSR and PBO", lambda: selection_stats(study, root),
+                         lambda line: {"deflated_sharpe": {"dsr": None, "reason": f"failed ({line})"},
+                                       "pbo": {"pbo": None, "reason": f"failed ({line})"}}))
+        doc.update(_late(errors, "parameter importance", lambda: importance_of(study),
+                         lambda line: {"importance": {}, "importance_method": None,
+                                       "importance_note": f"failed ({line})"}))
+        if errors:
+            doc["late_errors"] = errors
     else:
-        for key in ("deflated_sharpe", "pbo", "importance", "per_bar_sharpe"):
+        for key in ("deflated_sharpe", "pbo", "importance", "importance_method",
+                    "importance_note", "per_bar_sharpe"):
             if key in old:
                 doc[key] = old[key]
         doc.setdefault("deflated_sharpe", {"dsr": None, "reason": "computed when the study ends"})
