@@ -151,9 +151,8 @@ def _has_build_backend() -> bool:
 
     from packaging.version import Version
 
-    try:
-        return (Version(metadata.version("setuptools")) >= Version("77")
-                and bool(metadata.version("wheel")))
+    try:  # setuptools builds wheels itself since 70.1: the `wheel` package is not needed
+        return Version(metadata.version("setuptools")) >= Version("77")
     except metadata.PackageNotFoundError:
         return False
 
@@ -163,7 +162,8 @@ def prepare(work: Path) -> dict[str, str]:
     probe = _pip("download", "-q", "--no-deps", "-d", str(work / "probe"), "cmaes", timeout=120)
     if probe.returncode != 0:
         return {"skip": "pip cannot reach a package index to install the extras from "
-                        f"(pip download cmaes: {_tail(probe.stderr, 300)})"}
+                        f"(pip download cmaes: "
+                        f"{(probe.stderr.strip().splitlines() or ['no output'])[-1]})"}
     try:
         names = link_layer(work / "base-layer")
     except LookupError as exc:
