@@ -63,6 +63,17 @@ def test_a_study_without_finished_trials_still_renders():
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="headless Chromium not installed")
+def test_the_importance_section_names_its_method_or_why_it_has_none():
+    doc = study_doc()
+    assert "fANOVA share of the score's variance" in render_study_report(doc)
+    doc.update(importance_method="ped-anova",
+               importance_note="fANOVA needs scikit-learn: pip install scikit-learn")
+    html = render_study_report(doc)
+    assert "PED-ANOVA: how differently the best 10%" in html and "needs scikit-learn" in html
+    doc.update(importance={}, importance_method=None, importance_note="needs 2 different scores")
+    assert "n/a: needs 2 different scores" in render_study_report(doc)
+
+
 def test_the_page_loads_in_chromium_with_its_chart_and_no_errors(tmp_path):
     path = write_study_report(study_doc(), tmp_path / "study.html")
     run = dump_dom(path)

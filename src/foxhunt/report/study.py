@@ -52,6 +52,15 @@ def _cell(v: Any, column: str = "") -> str:
     return f"{v:+.2f}" if column.endswith("sharpe") and isinstance(v, float) else _param(v)
 
 
+
+IMPORTANCE_LEADS = {
+    "fanova": "fANOVA share of the score's variance each parameter explains, over the finished "
+              "trials.",
+    "ped-anova": "PED-ANOVA: how differently the best 10% of the finished trials set each "
+                 "parameter from all of them, normalised to sum to 1.",
+}
+"""What each importance method's figures mean (`tune.study`'s importance_method)."""
+
 class _StudyPage:
     def __init__(self, doc: dict[str, Any]):
         self.d = doc
@@ -124,15 +133,19 @@ class _StudyPage:
 
     def importance(self) -> str:
         imp = self.d.get("importance") or {}
+        note = self.d.get("importance_note")
         if not imp:
-            return ""
+            return ("" if not note else '<section id="importance"><h2>Parameter importance</h2>'
+                    f'<p class="lead">n/a: {escape(note)}</p></section>')
+        lead = IMPORTANCE_LEADS.get(self.d.get("importance_method") or "fanova",
+                                    IMPORTANCE_LEADS["fanova"])
         rows = "".join(
             f'<tr><td>{escape(k)}</td><td class="num">{v:.3f}</td><td style="width:60%">'
             f'<div style="background:{PALETTE[0]};height:12px;width:{100 * v:.1f}%"></div></td></tr>'
             for k, v in sorted(imp.items(), key=lambda kv: -kv[1]))
-        return ('<section id="importance"><h2>Parameter importance</h2><p class="lead">fANOVA '
-                "share of the score's variance each parameter explains, over the finished "
-                "trials.</p><div class=\"table-wrap\"><table><thead><tr><th>parameter</th>"
+        return ('<section id="importance"><h2>Parameter importance</h2><p class="lead">'
+                f"{lead}{'' if not note else ' (' + escape(note) + ')'}</p>"
+                "<div class=\"table-wrap\"><table><thead><tr><th>parameter</th>"
                 f'<th class="num">importance</th><th></th></tr></thead><tbody>{rows}</tbody>'
                 "</table></div></section>")
 
