@@ -10,10 +10,12 @@ import typer
 
 from foxhunt.cli.common import (
     OUT_DIR_RULE,
+    BarsOpt,
     JsonOpt,
     emit_json,
     err,
     out,
+    resolve_bars,
     rich_table,
     settings_of,
     under_home,
@@ -52,7 +54,7 @@ def _num(v: Any, fmt: str = "+.3f") -> str:
 def tune(
     ctx: typer.Context,
     symbol: Annotated[str, typer.Argument(help="Instrument symbol with stored bars.")],
-    bars: Annotated[str, typer.Option("--bars", help="Bar series, e.g. 1min.")] = "1min",
+    bars: BarsOpt = None,
     space: Annotated[Path | None, typer.Option(
         "--space", help="Search space TOML (default: the shipped tune_space.toml).")] = None,
     trials: Annotated[int, typer.Option(help="Trials the study holds when done (a resumed "
@@ -127,6 +129,7 @@ def tune(
     searched = load_space(space, base)
     choice = choose_profile(profile)
     dev = resolve_device(base.train.device)
+    bars = resolve_bars(ctx, symbol, bars)
     name = study or f"{symbol}-{bars.replace(':', '')}-{sampler}"
     config = validate_config(TuneConfig, {
         "name": name, "storage": storage or default_storage_url(resolved.home), "trials": trials,
