@@ -141,3 +141,8 @@ def test_sample_and_demo_documents(capsys, monkeypatch):
         monkeypatch.setattr(train_cli, "DEMO_SYNTH", {**train_cli.DEMO_SYNTH, "n_bars": 2000})
     doc = checked(capsys, "demo", "demo")
     assert doc["data"] and doc["backtests"]
+    # Two markets, each run and report labelled for what it is.
+    planted = doc["synthetic"]
+    assert planted["market"]["symbol"] == "SYN" and planted["backtests"]
+    assert "real ES" in Path(doc["report"]).read_text()
+    assert "planted AR(1) edge" in Path(planted["report"]).read_text()

@@ -401,7 +401,8 @@ def _demo_market(ctx: typer.Context, symbol: str, name: str, overrides: dict, as
     instrument, frame, ppy = load_series(ctx, symbol, "1min")
     per_fold = backtest_run(run_dir, frame, instrument, device=str(dev), periods_per_year=ppy)
     report = run_dir / "report.html"
-    write_report(run_report_data(run_dir, per_fold, bars=frame), report)
+    data = run_report_data(run_dir, per_fold, bars=frame)
+    write_report({**data, "title": f"foxhunt demo, {what}"}, report)
     backtests = _metrics_rows([r for fold in per_fold for r in fold])
     flat_windows = {tuple(f.windows["test"]) for f in result.folds if f.deployed == "flat"}
     for row in backtests:  # the checkpoint's model, shown for what it is where it stayed undeployed
