@@ -89,3 +89,22 @@ def test_training_bars_without_volume_leaves_out_the_volume_features(capsys, tmp
     assert "note: the bars carry no volume (0 on every bar): left out the volume features" in err
     source = json.loads((tmp_path / "run" / "source.json").read_text())
     assert source["features"]["groups"] == ["returns"]
+
+
+def test_steps_without_a_count_show_a_spinner_and_their_time_on_a_terminal(capsys, tmp_path,
+                                                                          monkeypatch,
+                                                                          isolated_home):
+    from rich.console import Console
+
+    import foxhunt.cli.common as common
+
+    from .test_cli import run, write_bars_csv
+
+    src = write_bars_csv(tmp_path / "bars.csv", n=1_600)
+    code, _, err = run(capsys, "data", "import", str(src), "--symbol", "ES")
+    assert code == 0, err
+    assert "importing bars.csv as ES" not in err  # a log: the result lines say it
+    monkeypatch.setattr(common, "err", Console(stderr=True, force_terminal=True, width=120))
+    code, _, err = run(capsys, "features", "show", "ES")
+    assert code == 0, err
+    assert "building features on ES" in err and " s\n" in err

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
@@ -28,6 +30,20 @@ out = Console(highlight=False)
 if not out.is_terminal:
     out = Console(highlight=False, width=160)
 err = Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def working(what: str) -> Iterator[None]:
+    """A spinner with `what` and the seconds spent on stderr while a step without a count runs
+    (an import, a feature build, backtests), when stderr is a terminal; then one line saying
+    how long it took. Nothing in a log: the step's result lines say it there."""
+    if not err.is_terminal:
+        yield
+        return
+    began = time.perf_counter()
+    with err.status(f"{what} ...", spinner="dots"):
+        yield
+    err.print(f"{what}: {time.perf_counter() - began:.1f} s", markup=False, highlight=False)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 BarsOpt = Annotated[str | None, typer.Option(

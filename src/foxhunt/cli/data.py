@@ -20,6 +20,7 @@ from foxhunt.cli.common import (
     resolve_bars,
     rich_table,
     settings_of,
+    working,
 )
 from foxhunt.errors import FoxhuntError
 
@@ -129,7 +130,7 @@ def data_import(
     if ts_is_open:
         stamp = "open"
     warnings: list[str] = []
-    with open_store(ctx, write=True) as store:
+    with open_store(ctx, write=True) as store, working(f"importing {path.name} as {symbol}"):
         if kind == "ticks":
             ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
             written, notes, snapped = write_ticks_and_bars(store, symbol, ticks, specs, instrument,

@@ -22,6 +22,7 @@ from foxhunt.cli.common import (
     rich_table,
     settings_of,
     under_home,
+    working,
 )
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
@@ -126,7 +127,9 @@ def backtest(
     run = under_home(ctx, run, existing=True)
     instrument, frame, ppy = load_series(ctx, symbol, bars)
     if run is not None:
-        per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev, periods_per_year=ppy)
+        with working(f"backtesting every fold of {run}"):
+            per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev,
+                                    periods_per_year=ppy)
         results = [r for fold in per_fold for r in fold]
     else:
         window = _window(frame, start, end)

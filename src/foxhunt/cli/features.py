@@ -18,6 +18,7 @@ from foxhunt.cli.common import (
     resolve_bars,
     rich_table,
     settings_of,
+    working,
 )
 from foxhunt.cli.data import instrument_registry, open_store
 from foxhunt.errors import FoxhuntError
@@ -55,7 +56,9 @@ def build_features(ctx: typer.Context, symbol: str, bars: str, fit_until: str | 
                 f"--fit-until {fit_until}: must fall inside the series "
                 f"({fmt_ts(int(frame.ts[0]))} .. {fmt_ts(int(frame.ts[-1]))})"
             )
-    return pipeline, frame, pipeline.transform(frame, fit_until=fit_row)
+    with working(f"building features on {symbol} {bars} ({len(frame):,} bars)"):
+        matrix = pipeline.transform(frame, fit_until=fit_row)
+    return pipeline, frame, matrix
 
 
 @features_app.command("show")
