@@ -96,7 +96,7 @@ def test_steps_without_a_count_show_a_spinner_and_their_time_on_a_terminal(capsy
                                                                           isolated_home):
     from rich.console import Console
 
-    import foxhunt.cli.common as common
+    from foxhunt.cli import common
 
     from .test_cli import run, write_bars_csv
 
