@@ -108,3 +108,36 @@ def test_steps_without_a_count_show_a_spinner_and_their_time_on_a_terminal(capsy
     code, _, err = run(capsys, "features", "show", "ES")
     assert code == 0, err
     assert "building features on ES" in err and " s\n" in err
+
+
+def test_a_run_is_estimated_from_the_last_run_of_its_shape_on_this_machine(tmp_path):
+    import torch
+
+    from foxhunt.cli.train import PastRates
+
+    spec = TrainingSpec().sized_for(shipped_profiles()["default"])
+    rates, cpu = PastRates(tmp_path), torch.device("cpu")
+    assert rates.estimate(spec, cpu, 1_000) is None  # first run: nothing to go on
+    rates.record(spec, cpu, 2_000, {"setup_compile_s": 5.0, "total_s": 25.0})
+    assert rates.estimate(spec, cpu, 1_000) == 5.0 + 1_000 * 20.0 / 2_000
+    wider = spec.with_overrides({"agent": {"hidden": 1024}}, "test")
+    assert rates.estimate(wider, cpu, 1_000) is None  # another shape, another speed
+
+
+def test_the_second_run_says_how_long_it_will_take_before_it_starts(capsys, tmp_path,
+                                                                     isolated_home):
+    from .test_cli import run, run_json
+    from .test_cli_train_backtest import TINY
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "3000", "--seed", "4")
+    lines = []
+    for name in ("a", "b"):
+        code, _, err = run(capsys, "--config", str(config), "train", "SYN", "--seed", "1",
+                           "--out", str(tmp_path / name))
+        assert code == 0, err
+        lines.append(next(x for x in err.splitlines() if x.startswith("work: ")))
+    assert lines[0].endswith("the time left shows after the first epoch")
+    assert "estimate ~" in lines[1] and lines[1].endswith("(the last run of this shape on this "
+                                                          "machine)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -85,6 +86,54 @@ def _duration(seconds: float) -> str:
     minutes, s = divmod(round(seconds), 60)
     hours, m = divmod(minutes, 60)
     return f"{hours}h{m:02d}m" if hours else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class PastRates:
+    """What earlier runs on this machine took, so a run can say how long it will take before it
+    starts: per run shape (device, network, batch, envs, compile), the set-up seconds and the
+    seconds an update after set-up, in FOXHUNT_HOME/cache/train_rates.json (the last run's)."""
+
+    def __init__(self, home: Path):
+        self.path = home / "cache" / "train_rates.json"
+
+    @staticmethod
+    def shape(spec, device) -> str:
+        import platform
+
+        import torch
+
+        where = (torch.cuda.get_device_name(device) if device.type == "cuda" else
+                 f"cpu {platform.machine()} x{torch.get_num_threads()}")
+        train = spec.train
+        return json.dumps([where, spec.agent.model_dump(mode="json"),
+                           spec.env.window, train.batch_size, train.n_envs,
+                           train.performance.compile, train.performance.autocast],
+                          sort_keys=True, default=str)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def estimate(self, spec, device, updates: int) -> float | None:
+        """Seconds a run of `updates` updates of this shape should take, or None if unseen."""
+        past = self._read().get(self.shape(spec, device))
+        return None if past is None else past["setup_s"] + updates * past["update_s"]
+
+    def record(self, spec, device, updates: int, phases: dict[str, Any]) -> None:
+        """Keep this run's rates (a run that trained nothing, e.g. a finished resume, keeps
+        none)."""
+        from foxhunt.fileio import write_text_atomic
+
+        post = phases.get("total_s", 0.0) - phases.get("setup_compile_s", 0.0)
+        if updates <= 0 or post <= 0:
+            return
+        rates = self._read()
+        rates[self.shape(spec, device)] = {"setup_s": phases["setup_compile_s"],
+                                           "update_s": post / updates}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(json.dumps(rates, indent=1), self.path)
 
 
 BUDGETS = ("quick", "full")
@@ -188,15 +237,19 @@ def run_training(
                                  None if quiet else on_epoch, ppy, None if quiet else on_fold,
                                  opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
     clock = RunClock(trainer.budgets)
+    rates = PastRates(resolved.home)
     if not quiet:
         lines = budget_lines(spec.train, trainer.folds)
         if budget_note:
             lines.append(budget_note)
         if dev.type == "cuda":
             lines.append(trainer.compile_reason)
+        guess = rates.estimate(trainer.spec, dev, clock.total)
         lines.append(f"work: {len(trainer.folds)} folds x {spec.train.epochs} epochs, "
-                     f"{clock.total:,} updates of {spec.train.batch_size} in all; the time left "
-                     "shows after the first epoch")
+                     f"{clock.total:,} updates of {spec.train.batch_size} in all; " + (
+                         f"estimate ~{_duration(guess)} (the last run of this shape on this "
+                         "machine)" if guess is not None else
+                         "the time left shows after the first epoch"))
         for line in [*lines, *(f"note: {n}" for n in [*feature_notes, *trainer.notices])]:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, features, frame,
@@ -208,6 +261,8 @@ def run_training(
             result = trainer.run(resume=resume)
     else:
         result = trainer.run(resume=resume)
+    if not resume:
+        rates.record(trainer.spec, dev, clock.total, result.phases)
     return result, choice, dev
 
 
