@@ -25,6 +25,7 @@ SIZED = {
     "n_envs": ("train.n_envs", "envs collecting in lock-step: what fills the device"),
     "episode_len": ("env.episode_len", "bars an episode: longer where many envs collect at once"),
     "updates_per_fold": ("train.updates_per_fold", "the most updates a fold trains: minutes of the device"),
+    "epochs": ("train.epochs", "validation rounds a fold: enough updates between them to move"),
 }
 
 
@@ -38,6 +39,8 @@ class GpuProfile(StrictConfig):
     n_envs: int = Field(gt=0)
     episode_len: int = Field(gt=1)
     updates_per_fold: int = Field(gt=0)
+    epochs: int = Field(default=20, gt=0, description="validation rounds a fold (a profile file "
+                        "from before 2026-12-07 has none: 20)")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from foxhunt.training.config import TrainingSpec
 H200 = shipped_profiles()["h200"]
 ALL_SET = {"agent": {"hidden": 32, "atoms": 21}, "replay": {"capacity": 4096},
            "env": {"episode_len": 64}, "train": {"batch_size": 16, "n_envs": 8,
-                                                 "updates_per_fold": 10}}
+                                                 "updates_per_fold": 10, "epochs": 2}}
 
 
 def value(spec: TrainingSpec, key: str):
@@ -35,7 +35,7 @@ def test_an_unset_spec_takes_every_sized_value_of_the_profile():
 def test_a_set_value_is_never_overridden_and_only_the_unset_ones_fill(key):
     section, name = key.split(".")
     mine = {field: 7 for field in ("hidden", "capacity", "batch_size", "n_envs", "episode_len",
-                                   "updates_per_fold")}
+                                   "updates_per_fold", "epochs")}
     spec = TrainingSpec().with_overrides({section: {name: mine.get(name, 21)}}, "test")
     fills = spec.profile_fills(H200)
     assert key not in fills and len(fills) == len(SIZED) - 1
