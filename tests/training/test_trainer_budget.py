@@ -21,11 +21,11 @@ CPU = torch.device("cpu")
 
 
 def test_the_cpu_profile_trains_8000_updates_a_fold():
-    """20 epochs of 400 updates of 128 and 200 collect steps of 64 envs: 4 samples per
+    """8 epochs of 1,000 updates of 128 and 500 collect steps of 64 envs: 4 samples per
     transition."""
     budget = TrainingSpec().sized_for(shipped_profiles()["default"]).train.budget()
-    assert budget.updates == (400,) * 20 and budget.collect_steps == (200,) * 20
-    assert budget.total_updates == 8_000 and budget.transitions == 20 * 200 * 64
+    assert budget.updates == (1_000,) * 8 and budget.collect_steps == (500,) * 8
+    assert budget.total_updates == 8_000 and budget.transitions == 8 * 500 * 64
     assert budget.replay_ratio == 4.0
 
 
