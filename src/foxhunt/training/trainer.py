@@ -204,15 +204,15 @@ class WalkForwardTrainer:
             env = spec.env.model_copy(update={"episode_len": episode_len})
             spec = spec.model_copy(update={"env": env})
         fold_train = {f.index: spec.train.for_fold(len(f.train))[0] for f in self.split.folds()}
+        self.budgets = {i: train.budget() for i, train in fold_train.items()}
         perf, self.compile_reason = spec.train.performance.resolved(
-            sum(t.budget().total_updates for t in fold_train.values()))
+            sum(b.total_updates for b in self.budgets.values()))
         if perf != spec.train.performance:
             spec = spec.model_copy(update={"train": spec.train.model_copy(
                 update={"performance": perf})})
             fold_train = {i: t.model_copy(update={"performance": perf})
                           for i, t in fold_train.items()}
-        self.spec, self.fold_train = spec, fold_train
-        self.budgets = {i: train.budget() for i, train in self.fold_train.items()}
+        self.spec, self.fold_train = spec, fold_train  # compile changes no budget
         cuda = self.device.type == "cuda"
         # Validation runs every epoch: its rollout step is graphed and compiled like the
         # learner's. The test window is rolled out once per fold: graphed only.
