@@ -35,16 +35,12 @@ account's event log, for when the journal is damaged or lost its tail.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import shutil
-import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from decimal import Decimal
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +71,6 @@ class _Resting:
     bars_seen: int = 0
 
 
-REPORTS: dict[str, type[v.VenueReport]] = {
-    cls.__name__: cls
-    for cls in (v.Accepted, v.Rejected, v.Triggered, v.Filled, v.Canceled, v.Expired, v.Updated,
-                v.CancelRejected, v.ModifyRejected)
-}  # fmt: skip
 
 
 REBUILD = ("the event log is the truth: rebuild the journal from it "
@@ -92,60 +83,9 @@ class VenueJournalError(TradingError):
     """The venue's journal cannot be read back, or rebuilt."""
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _field(tp: Any, value: Any, name: str) -> Any:
-    """`value` read from JSON as the field type `tp`, or ValueError."""
-    args = typing.get_args(tp)
-    if type(None) in args:
-        if value is None:
-            return None
-        (tp,) = [a for a in args if a is not type(None)]
-    if isinstance(tp, type) and issubclass(tp, Enum):
-        return tp(value)
-    if tp is Decimal:
-        if type(value) not in (str, int):
-            raise ValueError(f"{name} is {value!r}, not a decimal")
-        return Decimal(value)
-    if tp not in (int, str, bool) or type(value) is not tp:
-        raise ValueError(f"{name} is {value!r}, not {getattr(tp, '__name__', tp)}")
-    return value
-
-
-def _decode(cls: type, data: Any) -> Any:
-    """A dataclass from its JSON object, every field checked (a damaged line is refused)."""
-    if not isinstance(data, dict):
-        raise TypeError(f"{cls.__name__} is {type(data).__name__}, not an object")
-    hints = _HINTS.get(cls)
-    if hints is None:
-        hints = _HINTS[cls] = typing.get_type_hints(cls)
-    fields = dataclasses.fields(cls)
-    unknown = set(data) - {f.name for f in fields}
-    if unknown:
-        raise ValueError(f"{cls.__name__} has unknown fields {sorted(unknown)}")
-    values = {}
-    for f in fields:
-        if f.name in data:
-            values[f.name] = _field(hints[f.name], data[f.name], f.name)
-        elif f.default is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__} has no {f.name!r}")
-    return cls(**values)
-
-
 def _resting_json(rest: _Resting) -> dict[str, Any]:
     return {**asdict(rest), "side": rest.side.value, "order_type": rest.order_type.value,
             "time_in_force": rest.time_in_force.value}
-
-
-def _report_json(report: v.VenueReport) -> dict[str, Any]:
-    return {"kind": type(report).__name__, "report": asdict(report)}
-
-
-def _report_of(rec: Any) -> v.VenueReport:
-    if not isinstance(rec, dict) or rec.get("kind") not in REPORTS:
-        raise ValueError(f"unknown report {rec.get('kind') if isinstance(rec, dict) else rec!r}")
-    return _decode(REPORTS[rec["kind"]], rec["report"])
 
 
 def _ticks_map(data: Any, name: str) -> dict[str, int]:
@@ -273,13 +213,13 @@ class SimulatedVenue:
         if type(n) is not int:
             raise ValueError(f"n is {n!r}")
         if op == "order":
-            r = _decode(_Resting, rec["order"])
-            accepted = _decode(v.Accepted, rec["report"])
+            r = v.decode_dataclass(_Resting, rec["order"])
+            accepted = v.decode_dataclass(v.Accepted, rec["report"])
             self._resting[r.client_order_id] = r
             self.known.add(r.client_order_id)
             self._history.append(accepted)
         elif op == "report":
-            report = _report_of(rec)
+            report = v.report_from_json(rec)
             if isinstance(report, v.Rejected):
                 self.known.add(report.client_order_id)
             self._effect(report)
@@ -304,8 +244,8 @@ class SimulatedVenue:
                 self.ended[symbol] = (ts, close)
         elif op == "state":
             self._resting = {r.client_order_id: r
-                             for r in (_decode(_Resting, x) for x in rec["resting"])}
-            self._history = [_report_of(x) for x in rec["history"]]
+                             for r in (v.decode_dataclass(_Resting, x) for x in rec["resting"])}
+            self._history = [v.report_from_json(x) for x in rec["history"]]
             known = rec["known"]
             if not isinstance(known, list) or not all(type(c) is str for c in known):
                 raise ValueError("known is not a list of order ids")
@@ -339,7 +279,7 @@ class SimulatedVenue:
     def _report(self, report: v.VenueReport) -> None:
         """Journal a report, apply it to the venue's record, queue it for the OMS."""
         if self._journal is not None:  # built only when written: a replay's hot path
-            self._write("report", **_report_json(report))
+            self._write("report", **v.report_to_json(report))
         self._effect(report)
         self._history.append(report)
         self._queue.append(report)
@@ -641,7 +581,7 @@ def rebuild_journal(journal: Path | str, store: EventStore,
     state = {
         "op": "state", "n": max(numbers), "log": getattr(store, "name", ""),
         "resting": [_resting_json(r) for r in resting],
-        "history": [_report_json(r) for r in history],
+        "history": [v.report_to_json(r) for r in history],
         "known": sorted({r.client_order_id for r in history}),
         "positions": positions, "last_bar": marks, "last_close": marks,
     }  # fmt: skip
