@@ -178,7 +178,145 @@ def _asked_stop(engine: TradingEngine, order: Order) -> int | None:
     return stop
 
 
-class PaperTrader:
+class BarSteps:
+    """The per-bar steps paper and live trading share: a bar's fills into the env's mirror, the
+    policy's decision, its market order and protective stop through the OMS, the flatten at a
+    session's close. A subclass says where bars and reports come from: `PaperTrader` (stored
+    bars, the simulated venue it drives) and `live.LiveTrader` (a feed, a venue outside).
+
+    It needs: `engine`, `venue`, `symbol`, `contract`, `decider`, `env`, `mirror`, and the
+    per-bar columns `_ts`, `_opens`, `_highs`, `_lows`, `_closes`, `_atr`, `_scale` (indexable
+    by bar)."""
+
+    engine: TradingEngine | None
+    fills: dict[int, list[tuple[str, int]]]
+    _fill_events: list[OrderFilled]
+
+    def _fill_bar(self, ts_ns: int) -> int:
+        """The close time of the bar a fill at `ts_ns` belongs to (paper: the fill's own)."""
+        return ts_ns
+
+    def _at_close(self, ts: int, close: float) -> None:
+        """The venue's close of the bar (the simulated venue fills at-the-close orders here)."""
+
+    # --- reports --------------------------------------------------------------------------
+
+    def _note_fill(self, event: OrderFilled) -> None:
+        self._fill_events.append(event)
+        self.fills.setdefault(self._fill_bar(event.ts_ns), []).append(
+            (event.client_order_id, event.signed_quantity))
+
+    def _deliver_one(self, report):
+        assert self.engine is not None
+        event = self.engine.on_report(report)
+        if isinstance(event, OrderFilled):
+            self._note_fill(event)
+        return event
+
+    def _deliver(self) -> None:
+        for report in self.venue.reports():
+            self._deliver_one(report)
+
+    def _bar_fills(self, t: int) -> None:
+        """Bar t's fills into the mirror, in the env's order (market, stop, close)."""
+        got = self.fills.get(self._ts[t])
+        c = self._closes[t]
+        if got:
+            bar = self._opens[t], self._highs[t], self._lows[t], c
+            for cid, qty in sorted(got, key=lambda f: _RANK[_KIND[f[0][0]]]):
+                self.mirror.fill(_KIND[cid[0]], float(qty), *bar)
+        self.mirror.close_bar(c, self._atr[t])
+
+    def _decide(self, t: int):
+        close, atr = self._closes[t], self._atr[t]
+        state = self.mirror.pos_state(close, self._scale[t], atr)
+        action = self.decider.act(t, state)
+        decision = self.mirror.decode(action, close, atr)
+        self.mirror.decide(decision)
+        return decision
+
+    def _flush(self) -> None:
+        assert self.engine is not None
+        self.engine.flush()
+        self._flushed = time.monotonic()
+
+    def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
+        eng = self.engine
+        assert eng is not None
+        for order in self._stops():
+            eng.cancel(order.client_order_id, ts)
+        self._deliver()
+        pos = eng.account.position(self.symbol)
+        if pos:
+            eng.submit(OrderRequest(self.symbol, Side.of(-pos), abs(pos),
+                                    time_in_force=TimeInForce.ATC, reduce_only=True,
+                                    client_order_id=f"F{t}", tag=FLATTEN_TAG), ts)
+            self._deliver()
+        self._at_close(ts, close)
+
+    def _stops(self) -> list[Order]:
+        assert self.engine is not None
+        return [o for o in self.engine.book.working(self.symbol)
+                if o.tag == STOP_TAG and o.status is not OrderStatus.PENDING_CANCEL]
+
+    def _act(self, t: int, ts: int, decision) -> None:
+        """The decision's market order, then the stop that protects what it leaves. Stops that
+        will not be wanted are canceled first, so that an exit is never read as adding to a
+        position the stop already covers (exits always pass risk; a covered one would not)."""
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        pos = eng.account.position(sym)
+        pending = sum(o.signed_leaves for o in eng.book.working(sym)
+                      if o.order_type is OrderType.MARKET)
+        delta = int(decision.target) - pos - pending
+        self._cancel_stops_but(ts, self._stop_size(decision, pos + pending + delta))
+        planned = pos + pending
+        if delta:
+            order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
+                                            client_order_id=f"P{t}", tag=self.decider.label), ts)
+            self._deliver()
+            if order.status is not OrderStatus.DENIED:
+                planned += order.quantity * order.side.sign
+        self._place_stop(t, ts, decision, self._stop_size(decision, planned))
+        self._deliver()
+
+    @staticmethod
+    def _stop_size(decision, planned: int) -> tuple[Side, int] | None:
+        """The env's stop for a planned position: (side, contracts), or None."""
+        if decision.armed and planned != 0 and _sign(planned) == decision.side:
+            return Side.of(-planned), abs(planned)
+        return None
+
+    def _cancel_stops_but(self, ts: int, size: tuple[Side, int] | None) -> None:
+        eng = self.engine
+        assert eng is not None
+        for order in self._stops():
+            if size is None or (order.side, order.quantity - order.filled_qty) != size:
+                eng.cancel(order.client_order_id, ts)
+                self._deliver()
+
+    def _place_stop(self, t: int, ts: int, decision, size: tuple[Side, int] | None) -> None:
+        """Make the working stop order the env's stop: move the one of that size to its level,
+        cancel the others, or place a new one."""
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        ticks = None if size is None else self.contract.to_ticks(decision.level)
+        for order in self._stops():
+            if size is not None and (order.side, order.quantity - order.filled_qty) == size:
+                if order.stop_ticks != ticks:
+                    eng.modify(order.client_order_id, ts, stop_price=self.contract.price(ticks))
+                    self._deliver()
+                size = None
+            else:
+                eng.cancel(order.client_order_id, ts)
+                self._deliver()
+        if size is not None and f"S{t}" not in eng.book:
+            eng.submit(OrderRequest(sym, size[0], size[1], order_type=OrderType.STOP,
+                                    stop_price=self.contract.price(ticks), reduce_only=False,
+                                    client_order_id=f"S{t}", tag=STOP_TAG), ts)
+
+
+class PaperTrader(BarSteps):
     """One symbol, one policy, bars [start, stop) of a stored series, one account's log."""
 
     def __init__(
@@ -275,24 +413,6 @@ class PaperTrader:
         assert self.engine is not None
         return reconcile(self.engine, self.venue, self.symbol, on_fill=self._note_fill)
 
-    # --- reports --------------------------------------------------------------------------
-
-    def _note_fill(self, event: OrderFilled) -> None:
-        self._fill_events.append(event)
-        self.fills.setdefault(event.ts_ns, []).append(
-            (event.client_order_id, event.signed_quantity))
-
-    def _deliver_one(self, report):
-        assert self.engine is not None
-        event = self.engine.on_report(report)
-        if isinstance(event, OrderFilled):
-            self._note_fill(event)
-        return event
-
-    def _deliver(self) -> None:
-        for report in self.venue.reports():
-            self._deliver_one(report)
-
     # --- the loop ---------------------------------------------------------------------------
 
     def run(self) -> PaperResult:
@@ -317,6 +437,10 @@ class PaperTrader:
         self._flush()
         return self.result(resumed, counts)
 
+    def _at_close(self, ts: int, close: float) -> None:
+        self.venue.on_close(self.symbol, ts, close)
+        self._deliver()
+
     def _live_bar_retrying(self, t: int) -> None:
         """A bar, run again when an operator's command (`foxhunt risk halt|kill`) took the
         log's next sequence number first: the engine has folded the log again (the command
@@ -332,24 +456,6 @@ class PaperTrader:
                 assert self.engine is not None
                 self.engine._refold()
                 self._reconcile()
-
-    def _bar_fills(self, t: int) -> None:
-        """Bar t's fills into the mirror, in the env's order (market, stop, close)."""
-        got = self.fills.get(self._ts[t])
-        c = self._closes[t]
-        if got:
-            bar = self._opens[t], self._highs[t], self._lows[t], c
-            for cid, qty in sorted(got, key=lambda f: _RANK[_KIND[f[0][0]]]):
-                self.mirror.fill(_KIND[cid[0]], float(qty), *bar)
-        self.mirror.close_bar(c, self._atr[t])
-
-    def _decide(self, t: int):
-        close, atr = self._closes[t], self._atr[t]
-        state = self.mirror.pos_state(close, self._scale[t], atr)
-        action = self.decider.act(t, state)
-        decision = self.mirror.decode(action, close, atr)
-        self.mirror.decide(decision)
-        return decision
 
     def _replay_bar(self, t: int) -> None:
         if t > self.first:
@@ -378,87 +484,6 @@ class PaperTrader:
             self._act(t, ts, self._decide(t))
         if eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
             self._flush()
-
-    def _flush(self) -> None:
-        assert self.engine is not None
-        self.engine.flush()
-        self._flushed = time.monotonic()
-
-    def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
-        eng = self.engine
-        assert eng is not None
-        for order in self._stops():
-            eng.cancel(order.client_order_id, ts)
-        self._deliver()
-        pos = eng.account.position(self.symbol)
-        if pos:
-            eng.submit(OrderRequest(self.symbol, Side.of(-pos), abs(pos),
-                                    time_in_force=TimeInForce.ATC, reduce_only=True,
-                                    client_order_id=f"F{t}", tag=FLATTEN_TAG), ts)
-            self._deliver()
-        self.venue.on_close(self.symbol, ts, close)
-        self._deliver()
-
-    def _stops(self) -> list[Order]:
-        assert self.engine is not None
-        return [o for o in self.engine.book.working(self.symbol)
-                if o.tag == STOP_TAG and o.status is not OrderStatus.PENDING_CANCEL]
-
-    def _act(self, t: int, ts: int, decision) -> None:
-        """The decision's market order, then the stop that protects what it leaves. Stops that
-        will not be wanted are canceled first, so that an exit is never read as adding to a
-        position the stop already covers (exits always pass risk; a covered one would not)."""
-        eng, sym = self.engine, self.symbol
-        assert eng is not None
-        pos = eng.account.position(sym)
-        pending = sum(o.signed_leaves for o in eng.book.working(sym)
-                      if o.order_type is OrderType.MARKET)
-        delta = int(decision.target) - pos - pending
-        self._cancel_stops_but(ts, self._stop_size(decision, pos + pending + delta))
-        planned = pos + pending
-        if delta:
-            order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
-                                            client_order_id=f"P{t}", tag=self.decider.label), ts)
-            self._deliver()
-            if order.status is not OrderStatus.DENIED:
-                planned += order.quantity * order.side.sign
-        self._place_stop(t, ts, decision, self._stop_size(decision, planned))
-        self._deliver()
-
-    @staticmethod
-    def _stop_size(decision, planned: int) -> tuple[Side, int] | None:
-        """The env's stop for a planned position: (side, contracts), or None."""
-        if decision.armed and planned != 0 and _sign(planned) == decision.side:
-            return Side.of(-planned), abs(planned)
-        return None
-
-    def _cancel_stops_but(self, ts: int, size: tuple[Side, int] | None) -> None:
-        eng = self.engine
-        assert eng is not None
-        for order in self._stops():
-            if size is None or (order.side, order.quantity - order.filled_qty) != size:
-                eng.cancel(order.client_order_id, ts)
-                self._deliver()
-
-    def _place_stop(self, t: int, ts: int, decision, size: tuple[Side, int] | None) -> None:
-        """Make the working stop order the env's stop: move the one of that size to its level,
-        cancel the others, or place a new one."""
-        eng, sym = self.engine, self.symbol
-        assert eng is not None
-        ticks = None if size is None else self.contract.to_ticks(decision.level)
-        for order in self._stops():
-            if size is not None and (order.side, order.quantity - order.filled_qty) == size:
-                if order.stop_ticks != ticks:
-                    eng.modify(order.client_order_id, ts, stop_price=self.contract.price(ticks))
-                    self._deliver()
-                size = None
-            else:
-                eng.cancel(order.client_order_id, ts)
-                self._deliver()
-        if size is not None and f"S{t}" not in eng.book:
-            eng.submit(OrderRequest(sym, size[0], size[1], order_type=OrderType.STOP,
-                                    stop_price=self.contract.price(ticks), reduce_only=False,
-                                    client_order_id=f"S{t}", tag=STOP_TAG), ts)
 
     # --- result ---------------------------------------------------------------------------
 
