@@ -86,6 +86,7 @@ class TradingEngine:
         self._stopped = ""
         self._in_venue_call = False
         self._returns: Mapping[str, Any] | None = None
+        self._stale: dict[str, str] = {}
         self._fold()
 
     @classmethod
@@ -124,6 +125,8 @@ class TradingEngine:
         self.risk = RiskEngine(self.risk_config, self.account, self.book)
         if self._returns is not None:
             self.risk.set_returns(self._returns)
+        for symbol, why in self._stale.items():
+            self.risk.set_stale(symbol, why)
         self._seen: set[str] = set()
         self._deferred: list[Event] = []
         self.seq = 0
@@ -195,6 +198,11 @@ class TradingEngine:
             self._refold()
             raise
         self._deferred.clear()
+
+    def foreign_writes(self) -> bool:
+        """Another writer (an operator's `foxhunt risk` command) appended to the log since this
+        engine last read or wrote it."""
+        return self.store.latest_seq() > self.seq
 
     @property
     def deferred(self) -> int:
@@ -454,6 +462,15 @@ class TradingEngine:
         """The returns window for the VaR limits (an input: supply it again after a restart)."""
         self.risk.set_returns(returns)
         self._returns = returns
+
+    def set_stale(self, symbol: str, why: str | None) -> None:
+        """A feed's verdict that `symbol` has no fresh price (None: fresh again); an input that
+        survives a refold. While stale, orders that add risk are denied, reducing ones pass."""
+        self.risk.set_stale(symbol, why)
+        if why is None:
+            self._stale.pop(symbol, None)
+        else:
+            self._stale[symbol] = why
 
     def kill(self, ts_ns: int, reason: str) -> list[Order]:
         """Halt, cancel every working order and flatten every position with market orders that

@@ -300,6 +300,46 @@ class SimulatedVenue:
     def working(self) -> list[str]:
         return list(self._resting)
 
+    # --- what a client may ask (a status request, a mass status, positions) -----------------
+
+    def _filled(self) -> dict[str, int]:
+        done: dict[str, int] = {}
+        for r in self._history:
+            if isinstance(r, v.Filled):
+                done[r.client_order_id] = done.get(r.client_order_id, 0) + r.quantity
+        return done
+
+    def open_orders(self) -> list[v.VenueOrder]:
+        """The working orders, as a mass status request answers."""
+        filled = self._filled()
+        return [v.VenueOrder(client_order_id=cid, venue_order_id=r.venue_order_id,
+                             symbol=r.symbol, side=r.side,
+                             quantity=r.leaves + filled.get(cid, 0), filled=filled.get(cid, 0),
+                             limit_ticks=r.limit_ticks, stop_ticks=r.stop_ticks)
+                for cid, r in self._resting.items()]  # fmt: skip
+
+    def status(self, client_order_id: str, ts_ns: int) -> v.OrderStatusReport | v.UnknownOrder:
+        """One order's state now, as an order status request answers."""
+        if client_order_id not in self.known:
+            return v.UnknownOrder(client_order_id=client_order_id, ts_ns=ts_ns,
+                                  reason="no order with this client order id")
+        state, vid, leaves = "rejected", "", 0
+        for r in self._history:
+            if r.client_order_id != client_order_id:
+                continue
+            if isinstance(r, v.Accepted):
+                state, vid = "working", r.venue_order_id
+            elif isinstance(r, v.Canceled | v.Expired | v.Rejected):
+                state = {v.Canceled: "canceled", v.Expired: "expired"}.get(type(r), "rejected")
+        rest = self._resting.get(client_order_id)
+        filled = self._filled().get(client_order_id, 0)
+        if rest is not None:
+            state, leaves = "working", rest.leaves
+        elif state == "working":
+            state = "filled"
+        return v.OrderStatusReport(client_order_id=client_order_id, ts_ns=ts_ns,
+                                   venue_order_id=vid, state=state, filled=filled, leaves=leaves)
+
     # --- the Venue protocol -----------------------------------------------------------------
 
     def submit(self, order: Order) -> None:

@@ -63,6 +63,8 @@ class EventStore(Protocol):
 
     def last_seq(self) -> int: ...
 
+    def latest_seq(self) -> int: ...
+
     def contains(self, event_id: str) -> bool: ...
 
     def close(self) -> None: ...
@@ -409,6 +411,10 @@ class SqlEventStore:
 
     def last_seq(self) -> int:
         return self._last
+
+    def latest_seq(self) -> int:
+        """The log's last sequence number now, as the database has it (other writers included)."""
+        return self._read_last()
 
     def append(self, events: Sequence[Event]) -> int:
         if not events:

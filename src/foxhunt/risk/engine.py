@@ -127,6 +127,7 @@ class RiskEngine:
         self._account = account
         self._book = book
         self._returns: ReturnsWindow | None = None
+        self.stale: dict[str, str] = {}  # symbol -> why its price is not fresh (an input)
 
     # --- state ------------------------------------------------------------------------------
 
@@ -146,6 +147,14 @@ class RiskEngine:
         """The window of returns VaR is measured on (an input, not logged state: supply it again
         after a restart). None removes it, and VaR limits then deny."""
         self._returns = None if returns is None else ReturnsWindow(returns, self.config.var_confidence)
+
+    def set_stale(self, symbol: str, why: str | None) -> None:
+        """A live feed's verdict on a symbol's price (an input, like the returns window): while
+        stale, only orders that reduce a position pass. None: fresh again."""
+        if why is None:
+            self.stale.pop(symbol, None)
+        else:
+            self.stale[symbol] = why
 
     # --- pre-trade checks -------------------------------------------------------------------
 
@@ -234,6 +243,12 @@ class RiskEngine:
                 f"trading state {tstate}: only orders that reduce a position pass; "
                 f"{side} {qty} {sym} would take the position from {pos:+d} to "
                 f"{pos + signed_total:+d}",
+            )  # fmt: skip
+        why = self.stale.get(sym)
+        if why is not None:
+            return RiskDenial(
+                "stale_price", "a fresh price", "stale",
+                f"no fresh price for {sym} ({why}): only orders that reduce a position pass",
             )  # fmt: skip
         if reduce_only:
             return RiskDenial(

@@ -1,0 +1,406 @@
+"""The live loop: paper trading's per-bar steps with a feed and a venue outside this process.
+
+Per completed bar t from the feed (stamped at its close), as in paper trading:
+1. the bar is written to the trader's bar journal (so a restart sees the same bars with the
+   same indices, whatever the feed can still send);
+2. the venue's reports are applied (fills during bar t belong to bar t);
+3. at a session's last bar, the stop is canceled and an at-the-close order flattens the
+   position (the venue fills it at that close: the local exchange holds a closing auction
+   between a session's last bar and the next one; the loop waits for the fill, bounded);
+4. the close is marked, bar t's fills go into the mirror of the env's book, and the policy
+   decides on the features up to t; the market order for target - position goes through risk,
+   the log and the venue, with the protective stop.
+
+Between bars the loop applies reports as they come, watches the price's age (a bar later than
+`stale_after_s` past its due time marks the symbol stale: orders that add risk are denied,
+orders that reduce it pass), and watches the log for an operator's command (`foxhunt risk
+halt|kill` from another terminal): the engine folds the log again and sends what the command
+asked of the venue (the kill switch's cancels and flatten orders) within `poll_s`.
+
+A start, and every reconnect, reconciles first (`live.reconcile`): nothing is traded until the
+venue's orders and positions agree with the log, and a mismatch leaves the account REDUCING or
+HALTED with one line saying what differs. A restart replays the journal's bars without acting
+(features, decisions, the mirror rebuilt from the log's fills) and goes on live from the last
+one, whose steps are idempotent (client order ids come from the bar: P<t>, S<t>, F<t>).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from foxhunt.backtest.strategies import TablePolicy
+from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
+from foxhunt.env.config import EnvConfig
+from foxhunt.env.fills import CostModel
+from foxhunt.execution import venue as v
+from foxhunt.execution.engine import TradingEngine
+from foxhunt.execution.store import EventLogError, EventStore
+from foxhunt.live.feed import Feed, FeedEnded, FeedError, LiveBar
+from foxhunt.live.market import LiveMarket
+from foxhunt.live.reconcile import Reconciliation, reconcile_live
+from foxhunt.orders.contract import Contract, money_text
+from foxhunt.orders.errors import TradingError
+from foxhunt.orders.events import OrderFilled
+from foxhunt.orders.state import OrderStatus
+from foxhunt.paper.mirror import EnvMirror
+from foxhunt.paper.policy import AgentDecider, RuleDecider
+from foxhunt.paper.runner import FLUSH_MARKS, FLUSH_SECONDS, BarSteps
+from foxhunt.risk.config import RiskConfig
+from foxhunt.risk.engine import Limits
+
+
+class LiveRuleDecider:
+    """A rule strategy on the growing bars: its table over the closes so far, read at the
+    newest bar (the rule's action at t depends on closes <= t only)."""
+
+    def __init__(self, policy: TablePolicy):
+        self.label, self.first, self.policy = policy.label, policy.first_bar(), policy
+        self._close: np.ndarray | None = None
+
+    def observe(self, t: int, bars: Bars) -> None:
+        self._close = bars.close
+
+    def act(self, t: int, pos_state: Any) -> tuple[int, int, int]:
+        assert self._close is not None
+        a = self.policy.table(self._close[: t + 1])[t]
+        return int(a[0]), int(a[1]), int(a[2])
+
+
+@dataclass
+class LiveResult:
+    symbol: str
+    policy: str
+    venue: str
+    bars: int  # live bars this run handled
+    starting_cash: Decimal
+    equity: Decimal
+    position: int
+    orders: int
+    fills: int
+    denied: int
+    refused_reports: int
+    reconciliations: list[Reconciliation] = field(default_factory=list)
+    trading_state: str = ""
+    ended: str = ""
+
+    @property
+    def pnl(self) -> Decimal:
+        return self.equity - self.starting_cash
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "symbol": self.symbol, "policy": self.policy, "venue": self.venue,
+            "bars": self.bars, "starting_cash": money_text(self.starting_cash),
+            "equity": money_text(self.equity), "pnl": money_text(self.pnl),
+            "position": self.position, "orders": self.orders, "fills": self.fills,
+            "denied": self.denied, "refused_reports": self.refused_reports,
+            "trading_state": self.trading_state, "ended": self.ended,
+            "reconciliations": [r.to_json() for r in self.reconciliations],
+        }  # fmt: skip
+
+
+class BarJournal:
+    """The live bars a trader has handled, one JSON line each, flushed before the bar is acted
+    on (a killed process loses none; a power cut may lose the tail, which the log then names)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd: int | None = None
+
+    def read(self) -> list[LiveBar]:
+        if not self.path.exists():
+            return []
+        bars = []
+        with self.path.open(encoding="utf-8") as fh:
+            for i, line in enumerate(fh, start=1):
+                if not line.endswith("\n"):
+                    break  # a line cut by a crash: the bar was never acted on
+                try:
+                    rec = json.loads(line)
+                    bars.append(LiveBar(rec["symbol"], int(rec["ts"]), *map(float, rec["ohlcv"])))
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise FeedError(f"bar journal {self.path}: line {i} cannot be read ({exc})") from None
+        return bars
+
+    def append(self, bar: LiveBar) -> None:
+        if self._fd is None:
+            self._truncate_cut_line()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = json.dumps({"symbol": bar.symbol, "ts": bar.ts_ns,
+                           "ohlcv": [bar.open, bar.high, bar.low, bar.close, bar.volume]})
+        os.write(self._fd, (line + "\n").encode())
+
+    def _truncate_cut_line(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with self.path.open("r+b") as fh:
+                fh.truncate(data.rfind(b"\n") + 1)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class LiveTrader(BarSteps):
+    """One symbol, one policy, one account's log, a live venue and a feed."""
+
+    def __init__(
+        self,
+        history: Bars,
+        instrument: Instrument,
+        decider: RuleDecider | AgentDecider | LiveRuleDecider,
+        *,
+        store: EventStore,
+        venue: v.LiveVenue,
+        feed: Feed,
+        env: EnvConfig,
+        journal: Path,
+        risk: RiskConfig | None = None,
+        account: str = "live",
+        starting_cash: Decimal = Decimal(100_000),
+        venue_label: str = "",
+        on_mismatch: Literal["reduce", "halt"] = "reduce",
+        bar_ns: int = 60_000_000_000,
+        stale_after_s: float | None = None,
+        close_wait_s: float = 5.0,
+        poll_s: float = 0.05,
+        connect_timeout_s: float = 10.0,
+        clock: Callable[[], float] = time.time,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    ):
+        self.inst, self.decider = instrument, decider
+        self.symbol = instrument.symbol
+        self.contract = Contract.from_instrument(instrument)
+        self.env, self.store, self.venue, self.feed = env, store, venue, feed
+        self.risk = risk or RiskConfig()
+        Limits(self.risk, {self.symbol: self.contract})  # a bad limit fails before any I/O
+        self.account, self.starting_cash = account, Decimal(starting_cash)
+        self.venue_label, self.on_mismatch = venue_label, on_mismatch
+        self.bar_ns, self.poll_s, self.close_wait_s = bar_ns, poll_s, close_wait_s
+        self.stale_after_s = 3 * bar_ns / 1e9 if stale_after_s is None else stale_after_s
+        self.connect_timeout_s, self.clock, self.on_event = connect_timeout_s, clock, on_event
+        self.market = LiveMarket(history, instrument, env)
+        self.history_len = len(history)
+        self.journal = BarJournal(journal)
+        if isinstance(decider, AgentDecider):
+            decider.set_steps(env.episode_len)  # time in trade over the training episode
+        self.first = max(self.history_len, decider.first)
+        self.mirror = EnvMirror(env, CostModel.from_instrument(instrument, env.slippage_ticks),
+                                env.episode_len)  # fmt: skip
+        self.fills: dict[int, list[tuple[str, int]]] = {}
+        self._fill_events: list[OrderFilled] = []
+        self.engine: TradingEngine | None = None
+        self._flushed = time.monotonic()
+        self._bind_columns()
+        self.reconciliations: list[Reconciliation] = []
+        self.refused = 0
+        self.live_bars = 0
+        self._last_bar_wall = clock()
+        self._was_connected = False
+
+    # --- the per-bar columns BarSteps reads ---------------------------------------------------
+
+    def _bind_columns(self) -> None:
+        """Views of the market's columns read as Python numbers (as paper reads its bars);
+        made again only when the buffer grows."""
+        m = self.market
+        if getattr(self, "_bound", None) is m.ts:
+            return
+        self._bound = m.ts
+        self._ts, self._opens, self._highs, self._lows, self._closes, self._atr, self._scale = (
+            memoryview(a) for a in (m.ts, m.t_open, m.t_high, m.t_low, m.t_close, m.atr, m.scale))
+
+    def _fill_bar(self, ts_ns: int) -> int:
+        """A fill belongs to the bar whose interval holds it: (close - bar, close]."""
+        return -(-ts_ns // self.bar_ns) * self.bar_ns
+
+    def _at_close(self, ts: int, close: float) -> None:
+        """The venue fills the at-the-close order at this close: wait for it, bounded."""
+        eng = self.engine
+        assert eng is not None
+        deadline = time.monotonic() + self.close_wait_s
+        while any(o.tag == "flatten" for o in eng.book.working(self.symbol)):
+            if time.monotonic() > deadline:
+                self._emit("warning", {"message": f"the at-the-close flatten of bar {ts} was "
+                                       f"not filled within {self.close_wait_s:g}s"})
+                return
+            self._deliver()
+            time.sleep(0.001)
+
+    # --- reports, safely --------------------------------------------------------------------
+
+    def _deliver_one(self, report):
+        """A report the OMS refuses (an unknown order, a fill beyond the order) is logged and
+        dropped: nothing is written, the session stays up."""
+        try:
+            return super()._deliver_one(report)
+        except EventLogError:
+            raise
+        except (TradingError, KeyError) as exc:
+            self.refused += 1
+            self._emit("refused", {"report": type(report).__name__,
+                                   "client_order_id": report.client_order_id, "reason": str(exc)})
+            return None
+
+    def _emit(self, kind: str, doc: dict[str, Any]) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, doc)
+
+    # --- start ------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        ts0 = int(self.market.ts[self.history_len - 1]) if self.history_len else 0
+        self.engine = TradingEngine.open(
+            self.store, {self.symbol: self.contract}, self.risk, account=self.account,
+            currency=self.contract.currency, starting_cash=self.starting_cash, ts_ns=ts0,
+            venue=self.venue)  # fmt: skip
+        for _, event in self.store.read():
+            if isinstance(event, OrderFilled):
+                self._note_fill(event)
+        for t in range(self.history_len):  # the warm-up: features over the stored history
+            self.decider.observe(t, self.market.bars)
+        self.venue.connect(self.connect_timeout_s)
+        self._was_connected = True
+        self._reconcile("start")
+        bars = self.journal.read()  # the bars of earlier runs: replayed without acting
+        for i, bar in enumerate(bars):
+            t = self.market.append(bar)
+            self._bind_columns()
+            self.decider.observe(t, self.market.bars)
+            if i < len(bars) - 1:
+                if t > self.first:
+                    self._bar_fills(t)
+                if t >= self.first:
+                    self._decide(t)
+            else:  # the last one again, live: its steps are idempotent, and a crash may have
+                self._live_bar(t)  # cut them short (a decision made, its order not sent)
+
+    def _reconcile(self, why: str) -> None:
+        assert self.engine is not None
+        rec = reconcile_live(self.engine, self.venue, self.symbol, on_mismatch=self.on_mismatch,
+                             on_fill=self._note_fill, why=why, ts_ns=self._now_ts())
+        self.reconciliations.append(rec)
+        self._emit("reconciled", rec.to_json())
+
+    def _now_ts(self) -> int:
+        n = self.market.n
+        return int(self.market.ts[n - 1]) if n else 0
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def run(self, max_bars: int | None = None, until: Callable[[], bool] | None = None
+            ) -> LiveResult:  # fmt: skip
+        """Trade until the feed ends, `max_bars` live bars were handled, or `until()` says so."""
+        self._open()
+        self.feed.subscribe(self.symbol)
+        ended = ""
+        try:
+            while True:
+                if max_bars is not None and self.live_bars >= max_bars:
+                    ended = f"{max_bars} bars"
+                    break
+                if until is not None and until():
+                    ended = "stopped"
+                    break
+                try:
+                    bar = self.feed.next_bar(self.poll_s)
+                except FeedEnded as exc:
+                    ended = str(exc) or "the feed ended"
+                    break
+                self._between_bars()
+                if bar is not None:
+                    self._on_bar(bar)
+        finally:
+            if self.engine is not None:
+                self._flush()
+            self.journal.close()
+        return self.result(ended)
+
+    def _between_bars(self) -> None:
+        eng = self.engine
+        assert eng is not None
+        connected = self.venue.connected
+        if connected and not self._was_connected:
+            self._reconcile("reconnect")
+        self._was_connected = connected
+        self._deliver()
+        if eng.foreign_writes():
+            eng._refold()
+            self._reconcile("operator command")
+        age = self.clock() - self._last_bar_wall
+        stale = age > self.stale_after_s
+        if stale != (self.symbol in eng.risk.stale):
+            eng.set_stale(self.symbol, f"no bar for {age:.1f}s" if stale else None)
+            self._emit("stale" if stale else "fresh", {"symbol": self.symbol, "age_s": age})
+
+    def _on_bar(self, bar: LiveBar) -> None:
+        if bar.symbol != self.symbol:
+            return
+        if self.market.n and bar.ts_ns <= self.market.ts[self.market.n - 1]:
+            return  # a snapshot of a bar already handled (a re-subscription)
+        self._last_bar_wall = self.clock()
+        eng = self.engine
+        assert eng is not None
+        if self.symbol in eng.risk.stale:
+            eng.set_stale(self.symbol, None)
+        self.journal.append(bar)
+        t = self.market.append(bar)
+        self._bind_columns()
+        self.decider.observe(t, self.market.bars)
+        for attempt in range(3):
+            try:
+                self._live_bar(t)
+                break
+            except EventLogError as exc:  # an operator's command took the next sequence number
+                if "another writer" not in str(exc) or attempt == 2:
+                    raise
+                eng._refold()
+                self._reconcile("operator command")
+        self.live_bars += 1
+        self._emit("bar", {"t": t, "ts": bar.ts_ns, "close": bar.close,
+                           "position": eng.account.position(self.symbol),
+                           "state": str(eng.trading_state)})
+
+    def _live_bar(self, t: int) -> None:
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        ts, close = int(self._ts[t]), self._closes[t]
+        self._deliver()
+        if t > self.first and self.env.flatten_at_session_end and self.market.session_end[t]:
+            self._flatten_at_close(t, ts, close)
+        eng.mark(sym, close, ts, defer=True)
+        if t > self.first:
+            self._bar_fills(t)
+        if t >= self.first:
+            self._act(t, ts, self._decide(t))
+        if eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
+            self._flush()
+
+    # --- result -----------------------------------------------------------------------------
+
+    def result(self, ended: str = "") -> LiveResult:
+        eng = self.engine
+        assert eng is not None
+        orders = denied = 0
+        for order in eng.book:
+            orders += 1
+            denied += order.status is OrderStatus.DENIED
+        return LiveResult(
+            self.symbol, self.decider.label, self.venue_label, self.live_bars,
+            eng.account.starting_cash, eng.account.equity(), eng.account.position(self.symbol),
+            orders, len(self._fill_events), denied, self.refused, list(self.reconciliations),
+            str(eng.trading_state), ended)  # fmt: skip
