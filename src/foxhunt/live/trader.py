@@ -179,6 +179,7 @@ class LiveTrader(BarSteps):
         close_wait_s: float = 5.0,
         poll_s: float = 0.05,
         connect_timeout_s: float = 10.0,
+        status_timeout_s: float = 5.0,
         clock: Callable[[], float] = time.time,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
     ):
@@ -192,7 +193,8 @@ class LiveTrader(BarSteps):
         self.venue_label, self.on_mismatch = venue_label, on_mismatch
         self.bar_ns, self.poll_s, self.close_wait_s = bar_ns, poll_s, close_wait_s
         self.stale_after_s = 3 * bar_ns / 1e9 if stale_after_s is None else stale_after_s
-        self.connect_timeout_s, self.clock, self.on_event = connect_timeout_s, clock, on_event
+        self.connect_timeout_s, self.status_timeout_s = connect_timeout_s, status_timeout_s
+        self.clock, self.on_event = clock, on_event
         self.market = LiveMarket(history, instrument, env)
         self.history_len = len(history)
         self.journal = BarJournal(journal)
@@ -292,7 +294,8 @@ class LiveTrader(BarSteps):
     def _reconcile(self, why: str) -> None:
         assert self.engine is not None
         rec = reconcile_live(self.engine, self.venue, self.symbol, on_mismatch=self.on_mismatch,
-                             on_fill=self._note_fill, why=why, ts_ns=self._now_ts())
+                             on_fill=self._note_fill, why=why, ts_ns=self._now_ts(),
+                             timeout_s=self.status_timeout_s)
         self.reconciliations.append(rec)
         self._emit("reconciled", rec.to_json())
 
