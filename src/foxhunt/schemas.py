@@ -30,6 +30,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "demo": 1,
     "tune.study": 1,
     "paper": 1,
+    "live": 1,
     "orders": 1,
     "positions": 1,
     "risk": 1,

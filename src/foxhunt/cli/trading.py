@@ -44,6 +44,7 @@ risk_app = typer.Typer(help="Trading state, limits and the kill switch of an acc
 
 def register(app: typer.Typer) -> None:
     app.command()(paper)
+    app.command()(live)
     app.command()(orders)
     app.command()(positions)
     app.add_typer(risk_app, name="risk")
@@ -247,24 +248,12 @@ def paper(
     files = _files(ctx, account, log)
     instrument, frame, _ = load_series(ctx, symbol, bars)
     window = _window(frame, start, end, "a paper run")
-    settings = settings_of(ctx).settings
     if strategy is not None:
-        loaded, env, policy = load_rule(strategy, frame), settings.env, f"strategy:{strategy}"
+        loaded = load_rule(strategy, frame)
     else:
-        path, features = checkpoint, None
-        if run is not None:
-            from foxhunt.features.config import FeatureConfig
-            from foxhunt.report.run import SOURCE_FILE, read_run
-
-            docs = read_run(run)
-            fold = docs["folds.json"][-1]
-            if fold.get("deployed") == "flat":
-                raise FoxhuntError(f"{run}: its last fold deployed flat (no edge on validation); "
-                                   "nothing to paper-trade")
-            path = Path(fold["checkpoint"])
-            features = FeatureConfig.model_validate(docs[SOURCE_FILE]["features"])
+        path, features = agent_checkpoint(run, checkpoint, "paper-trade")
         loaded = load_agent(path, instrument, features)
-        env, policy = loaded.env, f"checkpoint:{files.relative(path)}"
+    env, policy = policy_env(ctx, loaded, strategy, files, path if strategy is None else None)
     contract = Contract.from_instrument(instrument)
     PaperTrader.validate(frame, contract, loaded.decider, window, limits)
     meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
@@ -478,6 +467,11 @@ def _kill(ctx, engine, account: str, log: str | None, ts: int, reason: str) -> s
 
     files = _files(ctx, account, log)
     meta = files.read_meta()
+    if meta is not None and meta.get("mode") == "live":
+        sent = engine.kill(ts, reason)
+        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
+                "a running `foxhunt live` sends them and the cancels within a second, else its "
+                "next start does after reconciling")
     if meta is None or not files.journal.exists():
         sent = engine.kill(ts, reason)
         return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
@@ -509,6 +503,146 @@ def _kill(ctx, engine, account: str, log: str | None, ts: int, reason: str) -> s
 
 
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).")]
+
+
+def live(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument symbol (its stored bars warm the features up).")],
+    venue: Annotated[str, typer.Option(
+        "--venue", help="fix:FILE (a FIX 4.4 session: QuickFIX settings file) or ib:HOST:PORT[:CLIENT_ID] "
+        "(TWS / IB Gateway).")],
+    run: Annotated[str | None, typer.Option(
+        "--run", help="Run directory: its last fold's model. " + RUN_DIR_RULE + ONE_POLICY)] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="One checkpoint file." + ONE_POLICY)] = None,
+    strategy: Annotated[str | None, typer.Option(
+        help="Rule: sma:FAST,SLOW | buy-and-hold | zfade:L,E | random:SEED." + ONE_POLICY)] = None,
+    bars: BarsOpt = None,
+    history_to: Annotated[str | None, typer.Option(
+        "--history-to", help="Warm up on stored bars up to this time (default: all of them); "
+        "live bars not after the history are skipped.")] = None,
+    risk: Annotated[Path | None, typer.Option(
+        "--risk", help="TOML file with a [risk] table (default: the built-in limits).")] = None,
+    account: AccountOpt = "live",
+    log: LogOpt = None,
+    on_mismatch: Annotated[str, typer.Option(
+        "--on-mismatch", help="When the venue and the log disagree at a start or reconnect: "
+        "reduce (only reducing orders pass) or halt.")] = "reduce",
+    stale_after: Annotated[float | None, typer.Option(
+        "--stale-after", help="Seconds without a bar before the price is stale (adding orders are "
+        "denied); default three bars.")] = None,
+    max_bars: Annotated[int | None, typer.Option("--max-bars", help="Stop after this many live bars (default: until the feed ends or Ctrl-C).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Trade a trained agent or a rule live: the paper engine with a FIX or IB venue and its
+    market data, behind the risk limits. A start or reconnect reconciles with the venue first."""
+    from decimal import Decimal
+
+    from foxhunt.backtest.strategies import parse_strategy
+    from foxhunt.cli.evaluate import load_series
+    from foxhunt.live.trader import LiveRuleDecider, LiveTrader
+    from foxhunt.live.venues import open_venue, parse_venue
+    from foxhunt.orders.contract import Contract
+    from foxhunt.paper import load_agent
+    from foxhunt.risk.config import RiskConfig, load_risk_config
+
+    chosen = [x for x in (run, checkpoint, strategy) if x]
+    if len(chosen) != 1:
+        raise FoxhuntError("live: give exactly one of --run DIR, --checkpoint FILE or --strategy S")
+    if on_mismatch not in ("reduce", "halt"):
+        raise ConfigError(f"--on-mismatch {on_mismatch!r}: use reduce or halt")
+    if stale_after is not None and not stale_after > 0:
+        raise ConfigError(f"--stale-after {stale_after}: give seconds > 0")
+    spec = parse_venue(venue)
+    bars = resolve_bars(ctx, symbol, bars)
+    run = under_home(ctx, run, existing=True)
+    limits = load_risk_config(risk) if risk is not None else RiskConfig()
+    url = _log_url(ctx, account, log)
+    files = _files(ctx, account, log)
+    instrument, frame, _ = load_series(ctx, symbol, bars)
+    if history_to is not None:
+        from foxhunt.cli.evaluate import _window
+
+        frame = frame.slice(0, _window(frame, None, history_to, "the live history")[1])
+    if strategy is not None:
+        decider, env, policy = (LiveRuleDecider(parse_strategy(strategy)),
+                                settings_of(ctx).settings.env, f"strategy:{strategy}")
+    else:
+        path, features = agent_checkpoint(run, checkpoint, "trade")
+        loaded = load_agent(path, instrument, features)
+        decider, (env, policy) = loaded.decider, policy_env(ctx, loaded, None, files, path)
+    contract = Contract.from_instrument(instrument)
+    meta = {"mode": "live", "symbol": symbol, "bars": bars, "policy": policy,
+            "venue": spec.label, "log": files.log, "risk": limits.model_dump(mode="json")}
+    events: list[dict[str, Any]] = []
+
+    def on_event(kind: str, doc: dict[str, Any]) -> None:
+        if as_json:
+            if kind != "bar":
+                events.append({"event": kind, **doc})
+            return
+        if kind == "bar":
+            out.print(f"{symbol} bar {doc['ts']}: close {doc['close']:g}, position "
+                      f"{doc['position']:+d}, {doc['state']}")
+        elif kind == "reconciled":
+            (out if not doc["differences"] else err).print(doc["line"])
+        else:
+            err.print(f"{kind}: {doc}")
+
+    with files.hold() as created_lock:
+        started = _start_paper(url, files, meta, True, created_lock)
+        store = started.store
+        try:
+            live_venue, feed = open_venue(spec, {symbol: contract}, files.folder / f"{files.stem}.venue",
+                                          account)  # fmt: skip
+        except BaseException:
+            store.close()
+            raise
+        trader = LiveTrader(frame, instrument, decider, store=store, venue=live_venue, feed=feed,
+                            env=env, risk=limits, account=account, venue_label=spec.label,
+                            journal=files.folder / f"{files.stem}.bars.jsonl",
+                            starting_cash=Decimal(100_000), on_mismatch=on_mismatch,
+                            stale_after_s=stale_after, on_event=on_event)  # fmt: skip
+        try:
+            result = trader.run(max_bars=max_bars)
+        finally:
+            feed.close()
+            live_venue.close()
+            store.close()
+    doc = {**result.to_json(), "account": account, "log": _shown(url)}
+    if as_json:
+        emit_json("live", {**doc, "events": events})
+        return
+    out.print(f"live {symbol} on {spec.label} ({result.policy}): {result.bars} bars, "
+              f"{result.orders} orders ({result.denied} denied), {result.fills} fills"
+              + (f", {result.refused_reports} venue reports refused" if result.refused_reports else ""))
+    out.print(f"PnL {result.pnl:+,.2f} {contract.currency}, equity {result.equity:,.2f}, "
+              f"position {result.position:+d}, {result.trading_state}"
+              + (f"; ended: {result.ended}" if result.ended else ""))
+
+
+def agent_checkpoint(run: Path | None, checkpoint: Path | None, doing: str
+                     ) -> tuple[Path, Any]:  # fmt: skip
+    """The checkpoint to trade and its feature settings: a run's last fold, or one file."""
+    if run is None:
+        assert checkpoint is not None
+        return checkpoint, None
+    from foxhunt.features.config import FeatureConfig
+    from foxhunt.report.run import SOURCE_FILE, read_run
+
+    docs = read_run(run)
+    fold = docs["folds.json"][-1]
+    if fold.get("deployed") == "flat":
+        raise FoxhuntError(f"{run}: its last fold deployed flat (no edge on validation); "
+                           f"nothing to {doing}")
+    return Path(fold["checkpoint"]), FeatureConfig.model_validate(docs[SOURCE_FILE]["features"])
+
+
+def policy_env(ctx: typer.Context, loaded, strategy: str | None, files, path: Path | None):
+    """The env settings a policy trades by (a checkpoint's own, else the config's) and the
+    label the account's arguments file keeps."""
+    if strategy is not None:
+        return settings_of(ctx).settings.env, f"strategy:{strategy}"
+    return loaded.env, f"checkpoint:{files.relative(path)}"
 
 
 def _operator_command(action: str, doc: str):

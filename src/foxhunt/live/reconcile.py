@@ -5,7 +5,9 @@ at the venue, flatten a position by itself, or lose a working order. So:
 1. every report in the venue's journal is offered to the OMS (the log recognises those it
    holds by event id; the rest, a crash's lost reports, are applied);
 2. every order the log has as not ended is asked about (`request_status`), never sent again: an
-   order the venue never took is rejected in the log ("never reached the venue"), an order the
+   order the venue never took is rejected in the log ("never reached the venue"; a kill
+   switch's flatten logged while no trader ran is sent: it is an operator's order, not a stale
+   decision), an order the
    venue ended is ended in the log, a cancel the venue never saw is asked again;
 3. then the venue's working orders and position must equal the log's. If they do not, the
    account goes REDUCING (or HALTED) with one line saying what differs, and stays so until an
@@ -24,6 +26,7 @@ from foxhunt.execution.engine import TradingEngine
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled
 from foxhunt.orders.state import OrderStatus
+from foxhunt.risk.engine import KILL_SWITCH_TAG
 from foxhunt.risk.events import TradingState
 
 NEVER_REACHED = "never reached the venue (reconciliation: the venue does not know it)"
@@ -133,7 +136,10 @@ def _answer(engine: TradingEngine, report: v.OrderStatusReport | v.UnknownOrder,
     if order.is_terminal:
         return
     if isinstance(report, v.UnknownOrder):
-        if order.status is OrderStatus.SUBMITTED:
+        if order.status is OrderStatus.SUBMITTED and order.tag == KILL_SWITCH_TAG:
+            engine._call_venue("submit", order)  # an operator's flatten logged while no
+            rec.resolved[cid] = "sent: the kill switch's flatten"  # trader ran: not a decision
+        elif order.status is OrderStatus.SUBMITTED:
             _apply(engine, v.Rejected(client_order_id=cid, ts_ns=ts, reason=NEVER_REACHED),
                    rec, on_fill)  # fmt: skip
             rec.resolved[cid] = "rejected: never reached the venue"
