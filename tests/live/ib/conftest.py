@@ -34,9 +34,9 @@ def tws():
 
 
 def make_venue(tws: FakeTws, journal, client_id: int = 7, **kw) -> IbVenue:
-    kw = {"reconnect_s": 0.2, "commission_wait_s": 0.5, "fill_wait_s": 1.0, **kw}
-    return IbVenue("127.0.0.1", tws.port, client_id, ACCOUNT, CONTRACTS, journal,
-                   futures=FUTURES, **kw)
+    kw = {"reconnect_s": 0.2, "commission_wait_s": 0.5, "fill_wait_s": 1.0, "futures": FUTURES,
+          **kw}
+    return IbVenue("127.0.0.1", tws.port, client_id, ACCOUNT, CONTRACTS, journal, **kw)
 
 
 @pytest.fixture
