@@ -247,3 +247,27 @@ def test_client_id_in_use_and_wrong_account(tws, venue, tmp_path):
                        r"\(DU1234567\)$"):
         other.connect(2)
     other.close()
+
+
+def test_an_execution_correction_is_not_a_second_fill(tws, venue):
+    tws.market["ES"] = 4500.25
+    eng = engine_with_marks(venue)
+    eng.submit(OrderRequest("ES", Side.BUY, 1, client_order_id="X1"), T0)
+    wait_reports(venue, 2, engine=eng)
+    fixed = tws.correct_execution(tws.executions[0].exec_id, 4500.5)
+    until(lambda: venue.tracker.corrections == [fixed])
+    assert venue.reports() == [] and eng.account.position("ES") == 1
+
+
+def test_a_damaged_journal_is_one_line_and_a_torn_tail_is_dropped(tws, tmp_path):
+    path = tmp_path / "ib.jsonl"
+    good = json.dumps({"op": "report", "report": v.report_to_json(
+        v.Accepted(client_order_id="P1", ts_ns=1, venue_order_id="4"))})
+    path.write_text(good + "\n" + '{"op": "report", "rep')  # the process died mid-line
+    venue = make_venue(tws, path)
+    assert venue.history == [v.Accepted(client_order_id="P1", ts_ns=1, venue_order_id="4")]
+    venue.close()
+    assert path.read_text() == good + "\n"
+    path.write_text("nonsense\n" + good + "\n")
+    with pytest.raises(v.VenueError, match=r"^IB venue journal .*ib.jsonl: line 1 is not JSON"):
+        make_venue(tws, path)

@@ -155,6 +155,8 @@ class IbBars:
             self._ready.extend(builder.on_time(now))
 
     def close(self) -> None:
+        if self._closed:
+            return
         self._closed = True
         try:
             self._thread.call(self._ib.disconnect)

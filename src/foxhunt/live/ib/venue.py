@@ -201,6 +201,8 @@ class IbVenue:
 
     def close(self) -> None:
         """Report what waits (a fill whose commission did not come yet), log off, stop."""
+        if self._closing:
+            return
         self._closing = True
         try:
             self._thread.call(self._close_ib)
