@@ -42,7 +42,7 @@ from foxhunt.live.ib import mapping as m
 from foxhunt.live.ib.config import IbFuture, check_endpoint, parse_futures
 from foxhunt.live.ib.journal import Journal, SentOrder
 from foxhunt.live.ib.loop import LoopThread, connect_error, tap
-from foxhunt.live.ib.tracker import OrderTracker
+from foxhunt.live.ib.tracker import OrderTracker, Track
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.order import Order
 
@@ -280,13 +280,18 @@ class IbVenue:
         why = "TWS has lost its link to IB" if self._ready else "not connected"
         return f"IB: {why} ({self.host}:{self.port}, client id {self.client_id})"
 
+    def _refusal(self, cid: str) -> tuple[Track | None, str]:
+        """The order's record, and why a cancel or modify of it cannot go to IB ("" if it can)."""
+        track = self.tracker.tracks.get(cid)
+        if track is None:
+            return None, "IB never took this order"
+        return track, "" if self.connected else self._not_connected()
+
     def cancel(self, order: Order) -> None:
         self._thread.post(self._cancel, order.client_order_id, order.requests, self.clock())
 
     def _cancel(self, cid: str, request: int, ts_ns: int) -> None:
-        track = self.tracker.tracks.get(cid)
-        why = ("IB never took this order" if track is None else
-               self._not_connected() if not self.connected else "")  # fmt: skip
+        track, why = self._refusal(cid)
         if track is None or why:
             self.tracker.unsent(v.CancelRejected(client_order_id=cid, ts_ns=ts_ns, reason=why,
                                                  request=request))  # fmt: skip
@@ -301,9 +306,7 @@ class IbVenue:
 
     def _modify(self, cid: str, request: int, quantity: int, limit_ticks: int | None,
                 stop_ticks: int | None, ts_ns: int) -> None:  # fmt: skip
-        track = self.tracker.tracks.get(cid)
-        why = ("IB never took this order" if track is None else
-               self._not_connected() if not self.connected else "")  # fmt: skip
+        track, why = self._refusal(cid)
         if track is None or why:
             self.tracker.unsent(v.ModifyRejected(client_order_id=cid, ts_ns=ts_ns, reason=why,
                                                  request=request))  # fmt: skip
