@@ -48,6 +48,7 @@ from foxhunt.execution import venue as v
 from foxhunt.execution.sim import SimulatedVenue, VenueJournalError
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields, FixFieldError
+from foxhunt.live.fix.gateway import LOGOUT_WAIT_S, _logout
 from foxhunt.live.fix.settings import (
     CLIENT_COMP_ID,
     DEFAULT_PORT,
@@ -317,10 +318,10 @@ class LocalExchange:
         self._thread = threading.Thread(target=self._play_all, name="exchange-playback",
                                         daemon=True)
         self._thread.start()
-        if self.start_mode == "now":
-            self.play()
         self._event("listening", address=f"{self.host}:{self.port}", comp_id=self.comp_id,
                     clients=self.clients)
+        if self.start_mode == "now":
+            self.play()
 
     def play(self) -> None:
         self._go.set()
@@ -342,7 +343,10 @@ class LocalExchange:
             self._thread = None
         acceptor, self._acceptor = self._acceptor, None
         if acceptor is not None:
-            acceptor.stop()
+            for acct in self.accounts.values():
+                _logout(acct.sid, lambda name=acct.name: name in self._logged_on,
+                        LOGOUT_WAIT_S)  # fmt: skip
+            acceptor.stop(True)
         with self._lock:
             for acct in self.accounts.values():
                 for sim in acct.venues.values():

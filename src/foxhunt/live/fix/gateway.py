@@ -55,6 +55,25 @@ JOURNAL_FAILED_EXIT = 75
 _N_A = "[N/A]"
 
 
+LOGOUT_WAIT_S = 2.0
+"""How long `close` waits for the venue to answer our Logout (QuickFIX's own stop polls once a
+second for up to ten: a rehearsal would wait a second at each stop)."""
+
+
+def _logout(sid: Any, logged_on: Callable[[], bool], wait_s: float) -> None:
+    """Send a Logout on the session and wait (briefly) until the session is down."""
+    import quickfix as fix
+
+    session = fix.Session.lookupSession(sid) if sid is not None else None
+    if session is None or not logged_on():
+        return
+    # a Logout now (Session.logout() waits for QuickFIX's one-second timer to send it)
+    fix.Session.sendToTarget(codec.message("5", [(58, "closing")]), sid)
+    deadline = time.monotonic() + wait_s
+    while logged_on() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class _Collector:
     """The answers to one query (mass status, positions), filled on QuickFIX's thread."""
 
@@ -262,7 +281,8 @@ class FixVenue:
         if initiator is not None:
             if self._finalizer is not None:
                 self._finalizer.detach()
-            initiator.stop()
+            _logout(self._sid, lambda: self._logged_on, LOGOUT_WAIT_S)
+            initiator.stop(True)
         with self._lock:
             self._logged_on = False
             for feed in self._feeds:

@@ -15,6 +15,7 @@ its sequence numbers and its resend store.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -56,6 +57,33 @@ def data_dictionary() -> Path:
             return path
     raise VenueError("the FIX 4.4 data dictionary (share/quickfix/FIX44.xml) is not installed "
                      "with quickfix; reinstall quickfix-ssl")
+
+
+_EXEC_TYPE = "<field number='150' name='ExecType' type='CHAR'>"
+EXTENDED = "FIX44-foxhunt.xml"
+
+
+def extended_dictionary(folder: Path) -> Path:
+    """FIX 4.4's dictionary plus ExecType L (triggered or activated by the system, from FIX
+    5.0; FIX 4.4 has no way to say a stop order triggered), written into `folder` once. Both
+    ends use it unless a session file names its own DataDictionary: it accepts every
+    standard FIX 4.4 message, and the exchange's trigger reports."""
+    target = folder / EXTENDED
+    text = data_dictionary().read_text(encoding="utf-8")
+    if _EXEC_TYPE not in text:
+        raise VenueError(f"{data_dictionary()}: no ExecType field; reinstall quickfix-ssl")
+    text = text.replace(_EXEC_TYPE, _EXEC_TYPE + "\n   <value enum='L' "
+                        "description='TRIGGERED_OR_ACTIVATED_BY_SYSTEM' />", 1)
+    try:
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{EXTENDED}.{os.getpid()}")
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, target)
+    except OSError as exc:
+        raise VenueError(f"cannot write the FIX dictionary {target}: "
+                         f"{exc.strerror or exc}") from None
+    return target
 
 
 def _parse_ini(path: Path) -> tuple[dict[str, str], list[dict[str, str]]]:
@@ -185,7 +213,7 @@ def load_session_file(path: Path | str) -> SessionConfig:
             keys[key] = str(p if p.is_absolute() else (path.parent / p).resolve())
     if keys["UseDataDictionary"].upper() == "Y":
         if not keys.get("DataDictionary"):
-            keys["DataDictionary"] = str(data_dictionary())
+            keys["DataDictionary"] = str(extended_dictionary(Path(keys["FileStorePath"])))
         elif not Path(keys["DataDictionary"]).is_file():
             raise bad("DataDictionary", "no such file")
     return SessionConfig(path, keys)
@@ -241,7 +269,8 @@ def acceptor_settings(comp_id: str, clients: list[str], host: str, port: int, st
     for key, value in {"ConnectionType": "acceptor", "SocketAcceptPort": str(port),
                        "SocketAcceptHost": host, "FileStorePath": str(store),
                        "HeartBtInt": str(heartbeat_s), **WEEK, "UseDataDictionary": "Y",
-                       "DataDictionary": str(data_dictionary()), "SocketReuseAddress": "Y",
+                       "DataDictionary": str(extended_dictionary(store)),
+                       "SocketReuseAddress": "Y",
                        "ValidateUserDefinedFields": "N", "SocketNodelay": "Y",
                        **({"FileLogPath": str(file_log)} if file_log else {})}.items():
         base.setString(key, value)
