@@ -21,14 +21,11 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from foxhunt.live.feed import FeedEnded, FeedError, LiveBar
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields
-
-if TYPE_CHECKING:
-    from foxhunt.live.fix.gateway import FixVenue
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +45,7 @@ class _Answer:
 class FixMarketData:
     """A `Feed` over a `FixVenue`'s session (see `FixVenue.feed()`)."""
 
-    def __init__(self, venue: FixVenue, subscribe_timeout_s: float = 10.0):
+    def __init__(self, venue: Any, subscribe_timeout_s: float = 10.0):
         self.venue = venue
         self.subscribe_timeout_s = subscribe_timeout_s
         self._lock = threading.Lock()
