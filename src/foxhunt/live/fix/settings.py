@@ -161,6 +161,7 @@ class SessionConfig:
         for key, value in self.keys.items():
             d.setString(key, value)
         sid = fix.SessionID(self.keys["BeginString"], self.sender, self.target)
+        settings.set(d)  # the defaults too: the global file log reads FileLogPath there
         settings.set(sid, d)
         return settings
 
