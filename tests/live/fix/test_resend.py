@@ -47,7 +47,7 @@ def test_reports_sent_while_down_are_resent_after_logon_and_applied_once(tmp_pat
         # the gateway's store forgets that it read them: the exchange resends them all
         store = second.config.store
         seqnums = next(store.glob("*.seqnums"))
-        sender, target = re.findall(r"\d+", seqnums.read_text())
+        sender, _ = re.findall(r"\d+", seqnums.read_text())
         seqnums.write_text(f"{sender} : {2:010d}")
         third = gateway(tmp_path, port)
         eng.venue = third
