@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from decimal import Decimal
 
 import pytest
 

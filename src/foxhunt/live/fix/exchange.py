@@ -49,6 +49,7 @@ from foxhunt.execution.sim import SimulatedVenue, VenueJournalError
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields, FixFieldError
 from foxhunt.live.fix.gateway import LOGOUT_WAIT_S, _logout
+from foxhunt.live.fix.journal import read_json_lines
 from foxhunt.live.fix.settings import (
     CLIENT_COMP_ID,
     DEFAULT_PORT,
@@ -244,21 +245,16 @@ class LocalExchange:
                   for s, c in contracts.items()}  # fmt: skip
         acct = _Account(name, folder, venues)
         terms = folder / "orders.jsonl"
-        if terms.exists():
-            for n, raw in enumerate(terms.read_text(encoding="utf-8").splitlines(), 1):
-                try:
-                    rec = json.loads(raw)
-                    view = _View(rec["cid"], rec["symbol"], Side(rec["side"]), rec["quantity"],
-                                 OrderType(rec["type"]), TimeInForce(rec["tif"]),
-                                 rec["limit"], rec["stop"])  # fmt: skip
-                except (ValueError, KeyError, TypeError) as exc:
-                    if n == len(terms.read_text(encoding="utf-8").splitlines()):
-                        break  # torn last line: that order's fromApp never returned
-                    raise VenueJournalError(f"exchange orders {terms}: line {n} is damaged "
-                                            f"({exc})") from None
-                if rec.get("rejected"):
-                    view.state, view.reason = "rejected", rec["rejected"]
-                acct.orders[view.cid] = view
+
+        def take(rec: Any) -> None:
+            view = _View(rec["cid"], rec["symbol"], Side(rec["side"]), rec["quantity"],
+                         OrderType(rec["type"]), TimeInForce(rec["tif"]), rec["limit"],
+                         rec["stop"])  # fmt: skip
+            if rec.get("rejected"):
+                view.state, view.reason = "rejected", rec["rejected"]
+            acct.orders[view.cid] = view
+
+        read_json_lines(terms, take, lambda m: VenueJournalError(f"exchange orders {m}"))
         for sim in venues.values():
             for report in sim.history:
                 view = acct.orders.get(report.client_order_id)

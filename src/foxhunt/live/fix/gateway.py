@@ -44,6 +44,7 @@ from typing import Any, Self
 from foxhunt.execution import venue as v
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields, FixFieldError
+from foxhunt.live.fix.journal import read_json_lines
 from foxhunt.live.fix.settings import BEGIN_STRING, SessionConfig, load_session_file
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.order import Order
@@ -176,36 +177,17 @@ class FixVenue:
 
     def _open_journal(self):
         path = self.journal_path
+
+        def damaged(message: str) -> v.VenueError:
+            return v.VenueError(f"{self.name}: journal {message}; move it away to start "
+                                "afresh (the exchange resends nothing older than the FIX store)")
+
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            data = path.read_bytes() if path.exists() else b""
+            read_json_lines(path, self._restore, damaged)
+            return open(path, "a", encoding="utf-8")
         except OSError as exc:
             raise v.VenueError(f"{self.name}: journal {path}: {exc.strerror or exc}") from None
-        lines = data.split(b"\n")
-        offset = 0
-        for i, raw in enumerate(lines):
-            start, offset = offset, offset + len(raw) + 1
-            if not raw:
-                continue
-            try:
-                rec = json.loads(raw)
-                self._restore(rec)
-            except (ValueError, TypeError, KeyError) as exc:
-                if i == len(lines) - 1:  # a torn last line: its fromApp never returned
-                    with open(path, "r+b") as fh:
-                        fh.truncate(start)
-                        os.fsync(fh.fileno())
-                    break
-                raise v.VenueError(f"{self.name}: journal {path} line {i + 1} is damaged "
-                                   f"({str(exc)[:80]}); move it away to start afresh (the "
-                                   "exchange resends nothing older than the FIX store)") from None
-        try:
-            fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-        except OSError as exc:
-            raise v.VenueError(f"{self.name}: journal {path}: {exc.strerror or exc}") from None
-        if data and not data.endswith(b"\n") and path.stat().st_size:
-            fh.write("\n")
-        return fh
 
     def _restore(self, rec: Any) -> None:
         if not isinstance(rec, dict):
