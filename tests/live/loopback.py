@@ -35,6 +35,7 @@ class LoopbackExchange:
         self.auction: int | None = None  # bar whose close an ATC order fills at
         self.answers: list[v.VenueReport] = []
         self.connected = False
+        self.reconnected = False  # a test sets it: the session dropped and came back
         self.refuse_status = False
 
     # --- the feed ----------------------------------------------------------------------------
@@ -61,6 +62,10 @@ class LoopbackExchange:
 
     def connect(self, timeout_s: float) -> None:
         self.connected = True
+
+    def take_reconnected(self) -> bool:
+        was, self.reconnected = self.reconnected, False
+        return was
 
     def submit(self, order: Order) -> None:
         self.sim.submit(order)

@@ -159,3 +159,20 @@ def test_without_fresh_prices_only_reducing_orders_pass(market, tmp_path):
     assert pos and inst.symbol in eng.risk.stale
     reducing = eng.submit(OrderRequest(inst.symbol, Side.of(-pos), abs(pos)), ts + 1)
     assert reducing.status is OrderStatus.SUBMITTED
+
+
+def test_a_reconnect_reconciles_before_the_next_bar(market, tmp_path):
+    bars, inst, window = market
+    ex = new_exchange(bars, inst, window, tmp_path)
+    seen = []
+
+    def drop_after_three():
+        seen.append(None)
+        if len(seen) == 4:
+            ex.reconnected = True
+        return len(seen) > 6
+
+    t = trader(bars, inst, ex, tmp_path)
+    t.run(until=drop_after_three)
+    assert [r.why for r in t.reconciliations] == ["start", "reconnect"]
+    assert all(r.ok for r in t.reconciliations)

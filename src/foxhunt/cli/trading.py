@@ -522,6 +522,9 @@ def live(
         "live bars not after the history are skipped.")] = None,
     risk: Annotated[Path | None, typer.Option(
         "--risk", help="TOML file with a [risk] table (default: the built-in limits).")] = None,
+    ib_contracts: Annotated[Path | None, typer.Option(
+        "--ib-contracts", help="With --venue ib: TOML file with an [ib.contracts.SYMBOL] table "
+        "per symbol (exchange and expiry, or con_id; default: none).")] = None,
     account: AccountOpt = "live",
     log: LogOpt = None,
     on_mismatch: Annotated[str, typer.Option(
@@ -540,7 +543,7 @@ def live(
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
-    from foxhunt.live.venues import open_venue, parse_venue
+    from foxhunt.live.venues import close_venue, open_venue, parse_venue
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import load_agent
     from foxhunt.risk.config import RiskConfig, load_risk_config
@@ -592,8 +595,9 @@ def live(
         started = _start_paper(url, files, meta, True, created_lock)
         store = started.store
         try:
-            live_venue, feed = open_venue(spec, {symbol: contract}, files.folder / f"{files.stem}.venue",
-                                          account)  # fmt: skip
+            live_venue, feed = open_venue(spec, {symbol: contract},
+                                          files.folder / f"{files.stem}.venue", account,
+                                          ib_contracts)  # fmt: skip
         except BaseException:
             store.close()
             raise
@@ -606,7 +610,7 @@ def live(
             result = trader.run(max_bars=max_bars)
         finally:
             feed.close()
-            live_venue.close()
+            close_venue(live_venue)
             store.close()
     doc = {**result.to_json(), "account": account, "log": _shown(url)}
     if as_json:

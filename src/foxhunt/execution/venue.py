@@ -77,6 +77,10 @@ class LiveVenue(Venue, Protocol):
     @property
     def connected(self) -> bool: ...
 
+    def take_reconnected(self) -> bool:
+        """True once after each reconnect that followed a lost session: time to reconcile."""
+        ...
+
     @property
     def history(self) -> list[VenueReport]:
         """Every report received, from the journal, in order (across restarts)."""

@@ -212,7 +212,6 @@ class LiveTrader(BarSteps):
         self.refused = 0
         self.live_bars = 0
         self._last_bar_wall = clock()
-        self._was_connected = False
 
     # --- the per-bar columns BarSteps reads ---------------------------------------------------
 
@@ -276,7 +275,6 @@ class LiveTrader(BarSteps):
         for t in range(self.history_len):  # the warm-up: features over the stored history
             self.decider.observe(t, self.market.bars)
         self.venue.connect(self.connect_timeout_s)
-        self._was_connected = True
         self._reconcile("start")
         bars = self.journal.read()  # the bars of earlier runs: replayed without acting
         for i, bar in enumerate(bars):
@@ -336,10 +334,8 @@ class LiveTrader(BarSteps):
     def _between_bars(self) -> None:
         eng = self.engine
         assert eng is not None
-        connected = self.venue.connected
-        if connected and not self._was_connected:
+        if self.venue.take_reconnected():
             self._reconcile("reconnect")
-        self._was_connected = connected
         self._deliver()
         if eng.foreign_writes():
             eng._refold()

@@ -59,15 +59,36 @@ def parse_venue(text: str) -> VenueSpec:
                       "(Interactive Brokers)")
 
 
-def open_venue(spec: VenueSpec, contracts: Mapping[str, Contract], state: Path,
-               account: str) -> tuple[LiveVenue, Feed]:  # fmt: skip
-    """The venue and its market data feed; `state` is where the venue keeps its journal (and
-    a FIX session its sequence numbers)."""
+def open_venue(spec: VenueSpec, contracts: Mapping[str, Contract], state: Path, account: str,
+               ib_contracts: Path | None = None) -> tuple[LiveVenue, Feed]:  # fmt: skip
+    """The venue and its market data feed; `state` is where the venue keeps its journal (a
+    FIX session keeps its sequence numbers where its settings file says). IB needs the IB
+    contract of each symbol: `ib_contracts`, a TOML file with `[ib.contracts.SYMBOL]` tables."""
     state.mkdir(parents=True, exist_ok=True)
     if spec.kind == "fix":
-        from foxhunt.live.fix import open_fix_venue
+        if ib_contracts is not None:
+            raise ConfigError("--ib-contracts is for --venue ib:HOST:PORT, not a FIX session")
+        from foxhunt.live.fix.gateway import FixVenue
 
-        return open_fix_venue(spec.path, contracts, state)
-    from foxhunt.live.ib import open_ib_venue
+        venue = FixVenue(spec.path, contracts, journal=state / "fix.reports.jsonl")
+        return venue, venue.feed()
+    if ib_contracts is None:
+        raise ConfigError("--venue ib:...: give --ib-contracts FILE, a TOML file with an "
+                          "[ib.contracts.SYMBOL] table per symbol (exchange and expiry, or con_id)")
+    from foxhunt.configbase import read_toml
+    from foxhunt.live.ib import IbBars, IbVenue, parse_futures
 
-    return open_ib_venue(spec.host, spec.port, spec.client_id, account, contracts, state)
+    table = read_toml(ib_contracts).get("ib", {}).get("contracts")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{ib_contracts}: no [ib.contracts.SYMBOL] tables")
+    futures = parse_futures(table, contracts, str(ib_contracts))
+    venue = IbVenue(spec.host, spec.port, spec.client_id, account, contracts,
+                    state / "ib.reports.jsonl", futures=futures)  # fmt: skip
+    # market data on a connection of its own: TWS allows one client id per connection
+    return venue, IbBars(spec.host, spec.port, spec.client_id + 1, futures)
+
+
+def close_venue(venue: LiveVenue) -> None:
+    """Log out and close the venue's journal (a FIX venue keeps it open on `close`, so that it
+    can connect again)."""
+    getattr(venue, "shutdown", venue.close)()
