@@ -31,6 +31,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "tune.study": 1,
     "paper": 1,
     "live": 1,
+    "venue.event": 1,
     "orders": 1,
     "positions": 1,
     "risk": 1,

@@ -592,7 +592,8 @@ def live(
             err.print(f"{kind}: {doc}")
 
     with files.hold() as created_lock:
-        started = _start_paper(url, files, meta, True, created_lock)
+        # a live account goes on where it stopped: the same arguments, or a clear refusal
+        started = _start_paper(url, files, meta, files.read_meta() is not None, created_lock)
         store = started.store
         try:
             live_venue, feed = open_venue(spec, {symbol: contract},

@@ -9,7 +9,6 @@ killed and started again with the same arguments goes on where it was.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from typing import Annotated, Any
@@ -22,6 +21,7 @@ from foxhunt.cli.common import (
     FromOpt,
     JsonOpt,
     ToOpt,
+    emit_json,
     err,
     fmt_ts,
     out,
@@ -59,9 +59,13 @@ def venue(
     host: Annotated[str, typer.Option(
         help="Address to listen on (another than 127.0.0.1 opens it to the network).")
     ] = "127.0.0.1",
+    pause_when_away: Annotated[bool, typer.Option(
+        "--pause-when-away", help="Play only while a client is logged on and subscribed (a "
+        "rehearsal of a crash then loses no bars; default: the market does not wait).")] = False,
     speed: Annotated[str, typer.Option(
-        help="max, realtime or Nx: a bar interval lasts 1/N of its length (gaps between "
-        "sessions shrink to one bar).")] = "60x",
+        help="max, realtime, Nx (a bar interval lasts 1/N of its length; gaps between "
+        "sessions shrink to one bar) or step (lockstep: the next bar when every trader "
+        "subscribed said it is done with the last; none logged on: wait).")] = "60x",
     bars: BarsOpt = None,
     start: FromOpt = None,
     end: ToOpt = None,
@@ -92,15 +96,16 @@ def venue(
         raise ConfigError("venue: give at least one symbol (ES or ES,NQ)")
     if play not in ("subscribe", "now"):
         raise ConfigError(f"--play {play!r}: use subscribe or now")
-    factor = _parse_speed(speed)
+    lockstep = speed.strip().lower() == "step"
+    factor = None if lockstep else _parse_speed(speed)
     clients = client or ["FOXHUNT"]
     folder = under_home(ctx, state, "venue")
     assert folder is not None
     markets = _markets(ctx, names, bars, start, end)
 
     def say(kind: str, data: dict[str, Any]) -> None:
-        if as_json:
-            sys.stdout.write(json.dumps({"event": kind, **data}, default=str) + "\n")
+        if as_json:  # a stream: one document a line
+            emit_json("venue.event", {"event": kind, **data})
             sys.stdout.flush()
             return
         if kind == "listening":
@@ -117,7 +122,8 @@ def venue(
             out.print(f"{kind} {' '.join(f'{k}={v}' for k, v in data.items())}", markup=False)
 
     exchange = LocalExchange(markets, folder, host=host, port=port, comp_id=comp_id,
-                             clients=clients, speed=factor, start=play, file_log=fix_log,
+                             clients=clients, speed=factor, lockstep=lockstep,
+                             pause_when_away=pause_when_away, start=play, file_log=fix_log,
                              on_event=say)  # fmt: skip
     files = {c: write_session_file(folder / f"{c}.session.cfg",
                                    host="127.0.0.1" if host in ("0.0.0.0", "::") else host,

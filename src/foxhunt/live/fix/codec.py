@@ -190,6 +190,16 @@ def alias(client_order_id: str, kind: str, request: int) -> str:
 # --- building messages ----------------------------------------------------------------------
 
 
+BAR_DONE = "bar-done:"
+"""A client's TestRequest (TestReqID `bar-done:SYMBOL:TS`) that it is done with that bar: the
+local exchange in lockstep plays the next bar only then. Any FIX engine answers a TestRequest
+with a Heartbeat, so it costs a real venue nothing."""
+
+
+def bar_done(symbol: str, ts_ns: int) -> Any:
+    return message("1", [(112, f"{BAR_DONE}{symbol}:{ts_ns}")])
+
+
 def message(msg_type: str, body: list[tuple[int, str | None]]) -> Any:
     """A FIX 4.4 message of `msg_type` with the `body` tags that have a value."""
     import quickfix as fix

@@ -197,6 +197,8 @@ class LocalExchange:
         comp_id: str = EXCHANGE_COMP_ID,
         clients: list[str] | tuple[str, ...] = (CLIENT_COMP_ID,),
         speed: float | None = 60.0,
+        lockstep: bool = False,
+        pause_when_away: bool = False,
         start: str = "subscribe",
         slippage_ticks: float = 1.0,
         heartbeat_s: int = 30,
@@ -212,6 +214,7 @@ class LocalExchange:
         self.host, self.port, self.comp_id = host, port, comp_id
         self.clients = list(dict.fromkeys(clients))
         self.speed = speed
+        self.lockstep, self.pause_when_away = lockstep, pause_when_away or lockstep
         self.start_mode = start
         self.heartbeat_s = heartbeat_s
         self.file_log = file_log
@@ -225,6 +228,9 @@ class LocalExchange:
         self._ids = itertools.count(1)
         self._subs: dict[str, dict[str, tuple[str, str]]] = {}  # client -> req id -> (symbol)
         self._logged_on: set[str] = set()
+        self._acked: dict[str, dict[str, int]] = {}  # client -> symbol -> last bar done
+        self._acks = threading.Condition()
+        self._auction: dict[str, tuple[int, float]] = {}  # symbol -> (ts, close) of its close
         self.bars_played = 0
         self.sessions_closed = 0
         self.orders = 0
@@ -402,6 +408,9 @@ class LocalExchange:
                         return
                 if self._stop.is_set():
                     return
+                if self.pause_when_away and not self._wait_for_clients(symbol, i):
+                    return
+                due = max(due, time.monotonic())
                 prev_ts = ts
                 self._play_bar(symbol, i)
             self._done.set()
@@ -410,24 +419,57 @@ class LocalExchange:
             log.exception("exchange: playback failed")
             self._event("failed", bars=self.bars_played)
 
+    def _wait_for_clients(self, symbol: str, i: int) -> bool:
+        """Hold bar i of `symbol` until a client is logged on (`pause_when_away`) and, in
+        lockstep, until every logged-on subscriber said it is done with bar i-1 (a TestRequest
+        `bar-done:SYMBOL:TS`, which `FixMarketData` sends when it is asked for the next bar).
+        False when the exchange stops."""
+        prev = int(self.markets[symbol].ts[i - 1]) if i else None
+        with self._acks:
+            while not self._stop.is_set():
+                try:
+                    on = [c for c in list(self._logged_on)
+                          if symbol in list(self._subs.get(c, {}).values())]  # fmt: skip
+                except RuntimeError:  # a logon or logout changed them meanwhile: look again
+                    continue
+                if on and (not self.lockstep or prev is None or all(
+                        self._acked.get(c, {}).get(symbol, -1) >= prev for c in on)):  # fmt: skip
+                    return True
+                self._acks.wait(0.05)
+        return False
+
+    def _from_admin(self, message: Any, sid: Any) -> None:
+        """A client's TestRequest `bar-done:SYMBOL:TS`: it is done with that bar (lockstep)."""
+        f = Fields(message)
+        text = f.get(112) if f.msg_type == "1" else None
+        if not text or not text.startswith(codec.BAR_DONE):
+            return
+        symbol, _, ts = text[len(codec.BAR_DONE):].rpartition(":")
+        if not ts.isdigit():
+            return
+        with self._acks:
+            done = self._acked.setdefault(sid.getTargetCompID().getValue(), {})
+            done[symbol] = max(done.get(symbol, -1), int(ts))
+            self._acks.notify_all()
+
     def _play_bar(self, symbol: str, i: int) -> None:
+        """Bar i: the working orders meet its open, high and low; its fills go out, then the
+        bar itself. At a session's last bar the closing auction opens after the bar is
+        published: orders at the close fill at that close, those resting and those that come
+        before the next bar (a trader decides to flatten on seeing the session's last bar, as
+        the backtest does); DAY orders expire when the next bar comes."""
         m = self.markets[symbol]
         ts, bar = int(m.ts[i]), m.bar(i)
         last = i == len(m) - 1
         with self._lock:
+            auction = self._auction.pop(symbol, None)
             for acct in self.accounts.values():
                 sim = acct.venues[symbol]
+                if auction is not None:
+                    sim.end_session(auction[0])
+                    self._emit(acct, sim)
                 sim.on_bar(symbol, ts, bar["open"], bar["high"], bar["low"])
                 self._emit(acct, sim)
-                if m.session_end[i] or last:
-                    sim.on_close(symbol, ts, bar["close"])
-                    self._emit(acct, sim)
-                if m.session_end[i]:
-                    sim.end_session(ts)
-                    self._emit(acct, sim)
-                if last:
-                    sim.end_feed(symbol, ts, bar["close"])
-                    self._emit(acct, sim)
             self._next[symbol] = i + 1
             self.clock = max(self.clock, ts)
             self.bars_played += 1
@@ -440,8 +482,23 @@ class LocalExchange:
                     if sym == symbol:
                         self._outbound.append((sid, codec.md_incremental(req_id, m.contract,
                                                                          ts, bar)))
-                        if last:
-                            self._outbound.append((sid, self._end_status(symbol, req_id)))
+            for acct in self.accounts.values():
+                sim = acct.venues[symbol]
+                if m.session_end[i] or last:
+                    sim.on_close(symbol, ts, bar["close"])
+                    self._emit(acct, sim)
+                if last:
+                    sim.end_feed(symbol, ts, bar["close"])
+                    self._emit(acct, sim)
+            if m.session_end[i] and not last:
+                self._auction[symbol] = (ts, bar["close"])
+            if last:
+                for client, subs in list(self._subs.items()):
+                    if client in self._logged_on:
+                        for req_id, sym in list(subs.items()):
+                            if sym == symbol:
+                                self._outbound.append((self.accounts[client].sid,
+                                                       self._end_status(symbol, req_id)))
         self._drain()
         if self.bars_played % 100 == 0 or last:
             self._event("progress", bars=self.bars_played, clock=self.clock,
@@ -614,6 +671,10 @@ class LocalExchange:
         sim.submit(_Ask(cid, symbol, view.side, view.quantity, view.order_type, view.tif,
                         view.limit_ticks, view.stop_ticks, self.clock))  # fmt: skip
         self._emit(acct, sim)
+        auction = self._auction.get(symbol)
+        if auction is not None and view.tif is TimeInForce.ATC:
+            sim.on_close(symbol, auction[0], auction[1])
+            self._emit(acct, sim)
         self._event("order", client=acct.name, id=cid, symbol=symbol, side=view.side.value,
                     quantity=view.quantity, type=view.order_type.value)
 
@@ -837,7 +898,10 @@ def _application(exchange: LocalExchange) -> Any:
             pass
 
         def fromAdmin(self, message, sid):
-            pass
+            try:
+                exchange._from_admin(message, sid)
+            except Exception:  # an exception must never leave a QuickFIX callback
+                log.exception("exchange: fromAdmin")
 
         def toApp(self, message, sid):
             pass

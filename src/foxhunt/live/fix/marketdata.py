@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from foxhunt.execution.venue import VenueError
 from foxhunt.live.feed import FeedEnded, FeedError, LiveBar
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields
@@ -57,6 +58,7 @@ class FixMarketData:
         self._ended: set[str] = set()
         self._ids = itertools.count(1)
         self._closed = False
+        self._unacked: LiveBar | None = None  # the bar handed out last, not yet said done
         venue._add_feed(self)
 
     def _request(self, symbol: str) -> tuple[str, _Answer]:
@@ -95,6 +97,9 @@ class FixMarketData:
                             f"{answer.error}")
 
     def next_bar(self, timeout_s: float) -> LiveBar | None:
+        """Asking for the next bar says the caller is done with the last one: a TestRequest
+        tells the venue so (the local exchange in lockstep waits for it; others just answer)."""
+        self._ack()
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
@@ -111,7 +116,17 @@ class FixMarketData:
                     self._ended.add(item.symbol)
                 log.info("%s: %s data ended: %s", self.venue.name, item.symbol, item.text)
                 continue
+            self._unacked = item
             return item
+
+    def _ack(self) -> None:
+        bar, self._unacked = self._unacked, None
+        if bar is None or not self.venue.connected:
+            return
+        try:
+            self.venue._send(codec.bar_done(bar.symbol, bar.ts_ns), "a bar's acknowledgement")
+        except VenueError as exc:
+            log.warning("%s: %s", self.venue.name, exc)
 
     def close(self) -> None:
         """Unsubscribe (when logged on) and stop receiving."""
