@@ -2,9 +2,9 @@
 interface and a feed that plays stored bars, one per `next_bar` call.
 
 It keeps the local exchange's rules (`foxhunt venue`): before bar k is published its open,
-high and low meet the working orders (fills stamped with bar k's close time), and between a
-session's last bar and the next bar an at-the-close order fills at that close (the closing
-auction). Not a test of FIX: tests/live/fix runs the real acceptor and initiator."""
+high and low meet the working orders (fills stamped with bar k's close time), and a session's
+last bar opens the venue's closing auction (an at-the-close order sent before the next bar
+fills at that close). Not a test of FIX: tests/live/fix runs the real acceptor and initiator."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from foxhunt.execution import venue as v
 from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.live.feed import FeedEnded, LiveBar
 from foxhunt.orders import Contract
-from foxhunt.orders.enums import TimeInForce
 from foxhunt.orders.order import Order
 
 
@@ -32,7 +31,6 @@ class LoopbackExchange:
         self.sim = SimulatedVenue({inst.symbol: Contract.from_instrument(inst)}, slippage,
                                   journal=journal)
         self.k, self.stop = start, stop  # the next bar to play
-        self.auction: int | None = None  # bar whose close an ATC order fills at
         self.answers: list[v.VenueReport] = []
         self.connected = False
         self.reconnected = False  # a test sets it: the session dropped and came back
@@ -50,7 +48,8 @@ class LoopbackExchange:
         ts = int(self.bars.ts[k])
         self.sim.on_bar(self.symbol, ts, float(p.open[k]), float(p.high[k]), float(p.low[k]))
         self.k += 1
-        self.auction = k if self.ends[k] else None
+        if self.ends[k]:
+            self.sim.on_close(self.symbol, ts, float(p.close[k]))
         b = self.bars
         return LiveBar(self.symbol, ts, float(b.open[k]), float(b.high[k]), float(b.low[k]),
                        float(b.close[k]), float(b.volume[k]))
@@ -69,9 +68,6 @@ class LoopbackExchange:
 
     def submit(self, order: Order) -> None:
         self.sim.submit(order)
-        if order.time_in_force is TimeInForce.ATC and self.auction is not None:
-            k = self.auction
-            self.sim.on_close(self.symbol, int(self.bars.ts[k]), float(self.prices.close[k]))
 
     def cancel(self, order: Order) -> None:
         self.sim.cancel(order)

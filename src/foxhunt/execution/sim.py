@@ -122,6 +122,7 @@ class SimulatedVenue:
         self.positions: dict[str, int] = {}  # net contracts filled per symbol
         self.last_bar: dict[str, int] = {}  # ts of the last bar processed per symbol
         self.last_close: dict[str, int] = {}
+        self.auction: dict[str, tuple[int, int]] = {}  # symbol -> (ts, close ticks) of its close
         self.ended: dict[str, tuple[int, int]] = {}  # symbol -> (ts, close in ticks) of its end
         self._journal = None
         self._unsynced = False
@@ -230,6 +231,7 @@ class SimulatedVenue:
                 raise ValueError(f"symbol {symbol!r} or ts {ts!r}")
             if op == "bar":
                 self.last_bar[symbol] = ts
+                self.auction.pop(symbol, None)
                 if symbol in self.ended and ts > self.ended[symbol][0]:
                     del self.ended[symbol]
                 for r in self._resting.values():
@@ -237,6 +239,8 @@ class SimulatedVenue:
                         r.bars_seen += 1
             elif op == "close":
                 self.last_close[symbol] = ts
+                if type(rec.get("close")) is int:
+                    self.auction[symbol] = (ts, rec["close"])
             else:
                 close = rec["close"]
                 if type(close) is not int:
@@ -369,9 +373,12 @@ class SimulatedVenue:
         self.known.add(order.client_order_id)
         self._history.append(accepted)
         self._queue.append(accepted)
+        auction = self.auction.get(order.symbol)
         if ended is not None:
             self._close_fill(rest, max(order.ts_last, ended[0]),
                              self.contracts[order.symbol].price_float(ended[1]))
+        elif auction is not None and order.time_in_force is TimeInForce.ATC:
+            self._close_fill(rest, auction[0], self.contracts[order.symbol].price_float(auction[1]))
         self._sync()
 
     def cancel(self, order: Order) -> None:
@@ -420,6 +427,7 @@ class SimulatedVenue:
         if meets:
             self._meet(meets, symbol, ts_ns, open_, high, low)
         self.last_bar[symbol] = ts_ns
+        self.auction.pop(symbol, None)
         self._write("bar", symbol=symbol, ts=ts_ns)
 
     def _meet(self, meets: list[_Resting], symbol: str, ts_ns: int, open_: Price, high: Price,
@@ -451,14 +459,18 @@ class SimulatedVenue:
 
     def on_close(self, symbol: str, ts_ns: int, close: Price) -> None:
         """The close of the bar just processed: ATC orders fill at it, slippage against the
-        trader. A close at or before the last one processed is ignored."""
+        trader. It opens the closing auction: an ATC order that comes before the symbol's
+        next bar fills at this close too (a trader that flattens on seeing a session's last
+        bar, as the backtest does). A close at or before the last one processed is ignored."""
         if ts_ns <= self.last_close.get(symbol, -1):
             return
         for rest in [r for r in self._resting.values()
                      if r.symbol == symbol and r.time_in_force is TimeInForce.ATC]:
             self._close_fill(rest, ts_ns, float(close))
         self.last_close[symbol] = ts_ns
-        self._write("close", symbol=symbol, ts=ts_ns)
+        ticks = self.contracts[symbol].to_ticks(close)
+        self.auction[symbol] = (ts_ns, ticks)
+        self._write("close", symbol=symbol, ts=ts_ns, close=ticks)
 
     def _close_fill(self, rest: _Resting, ts_ns: int, close: float) -> None:
         """`rest` fills whole at `close`, slippage against the trader (an at-the-close fill)."""

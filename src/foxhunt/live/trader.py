@@ -325,11 +325,25 @@ class LiveTrader(BarSteps):
                 self._between_bars()
                 if bar is not None:
                     self._on_bar(bar)
+            self._settle()
         finally:
             if self.engine is not None:
                 self._flush()
             self.journal.close()
         return self.result(ended)
+
+    def _settle(self, wait_s: float = 1.0) -> None:
+        """At the end: the reports still on their way (a market order the venue filled at the
+        end of its data), waited for a moment while market orders work."""
+        eng = self.engine
+        assert eng is not None
+        deadline = time.monotonic() + wait_s
+        while True:
+            self._deliver()
+            working = [o for o in eng.book.working(self.symbol) if o.order_type.name == "MARKET"]
+            if not working or time.monotonic() > deadline:
+                return
+            time.sleep(0.005)
 
     def _between_bars(self) -> None:
         eng = self.engine

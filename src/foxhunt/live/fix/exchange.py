@@ -230,7 +230,6 @@ class LocalExchange:
         self._logged_on: set[str] = set()
         self._acked: dict[str, dict[str, int]] = {}  # client -> symbol -> last bar done
         self._acks = threading.Condition()
-        self._auction: dict[str, tuple[int, float]] = {}  # symbol -> (ts, close) of its close
         self.bars_played = 0
         self.sessions_closed = 0
         self.orders = 0
@@ -440,7 +439,7 @@ class LocalExchange:
 
     def _from_admin(self, message: Any, sid: Any) -> None:
         """A client's TestRequest `bar-done:SYMBOL:TS`: it is done with that bar (lockstep)."""
-        f = Fields(message)
+        f = Fields.of(message)
         text = f.get(112) if f.msg_type == "1" else None
         if not text or not text.startswith(codec.BAR_DONE):
             return
@@ -462,12 +461,8 @@ class LocalExchange:
         ts, bar = int(m.ts[i]), m.bar(i)
         last = i == len(m) - 1
         with self._lock:
-            auction = self._auction.pop(symbol, None)
             for acct in self.accounts.values():
                 sim = acct.venues[symbol]
-                if auction is not None:
-                    sim.end_session(auction[0])
-                    self._emit(acct, sim)
                 sim.on_bar(symbol, ts, bar["open"], bar["high"], bar["low"])
                 self._emit(acct, sim)
             self._next[symbol] = i + 1
@@ -485,13 +480,14 @@ class LocalExchange:
             for acct in self.accounts.values():
                 sim = acct.venues[symbol]
                 if m.session_end[i] or last:
-                    sim.on_close(symbol, ts, bar["close"])
+                    sim.on_close(symbol, ts, bar["close"])  # opens the closing auction
+                    self._emit(acct, sim)
+                if m.session_end[i]:
+                    sim.end_session(ts)
                     self._emit(acct, sim)
                 if last:
                     sim.end_feed(symbol, ts, bar["close"])
                     self._emit(acct, sim)
-            if m.session_end[i] and not last:
-                self._auction[symbol] = (ts, bar["close"])
             if last:
                 for client, subs in list(self._subs.items()):
                     if client in self._logged_on:
@@ -671,10 +667,6 @@ class LocalExchange:
         sim.submit(_Ask(cid, symbol, view.side, view.quantity, view.order_type, view.tif,
                         view.limit_ticks, view.stop_ticks, self.clock))  # fmt: skip
         self._emit(acct, sim)
-        auction = self._auction.get(symbol)
-        if auction is not None and view.tif is TimeInForce.ATC:
-            sim.on_close(symbol, auction[0], auction[1])
-            self._emit(acct, sim)
         self._event("order", client=acct.name, id=cid, symbol=symbol, side=view.side.value,
                     quantity=view.quantity, type=view.order_type.value)
 
