@@ -84,7 +84,8 @@ def test_stopping_and_starting_again_changes_nothing(market, uninterrupted, stop
     assert all(r.ok for r in last.reconciliations)
 
 
-def test_an_order_that_never_reached_the_venue_is_rejected_not_sent_again(market, tmp_path):
+def test_an_order_that_never_reached_the_venue_is_rejected_and_decided_afresh(
+        market, uninterrupted, tmp_path):  # fmt: skip
     bars, inst, window = market
     ex = new_exchange(bars, inst, window, tmp_path)
     lost = []
@@ -101,11 +102,17 @@ def test_an_order_that_never_reached_the_venue_is_rejected_not_sent_again(market
     first.run(until=lambda: bool(lost))
     ex.submit = real_submit
     again = trader(bars, inst, ex, tmp_path)
-    again.run(max_bars=1)
+    result = again.run()
     order = again.engine.book.get(lost[0])
     assert order.status is OrderStatus.REJECTED and order.reason == NEVER_REACHED
     assert lost[0] not in ex.sim.known
     assert again.reconciliations[0].resolved == {lost[0]: "rejected: never reached the venue"}
+    # the bar's step ran again and sent a new order in its place: the run is the uninterrupted
+    # one, one order more (the rejected one), under the new order's id
+    assert f"{lost[0]}.2" in ex.sim.known
+    renamed = [(ts, cid.replace(f"{lost[0]}.2", lost[0]), q, p) for ts, cid, q, p in fills(again)]
+    want_fills, want_equity, want_orders = uninterrupted
+    assert (renamed, result.equity, result.orders) == (want_fills, want_equity, want_orders + 1)
 
 
 def test_a_venue_that_disagrees_leaves_the_account_reducing_with_one_line(market, tmp_path):

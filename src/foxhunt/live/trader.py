@@ -47,7 +47,7 @@ from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.store import EventLogError, EventStore
 from foxhunt.live.feed import Feed, FeedEnded, FeedError, LiveBar
 from foxhunt.live.market import LiveMarket
-from foxhunt.live.reconcile import Reconciliation, reconcile_live
+from foxhunt.live.reconcile import NEVER_REACHED, Reconciliation, reconcile_live
 from foxhunt.orders.contract import Contract, money_text
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled
@@ -228,6 +228,18 @@ class LiveTrader(BarSteps):
     def _fill_bar(self, ts_ns: int) -> int:
         """A fill belongs to the bar whose interval holds it: (close - bar, close]."""
         return -(-ts_ns // self.bar_ns) * self.bar_ns
+
+    def _order_id(self, kind: str, t: int) -> str:
+        """Bar t's id, or a new one where reconciliation found that the order of that id never
+        reached the venue: the step run again after a crash decides afresh and sends a new
+        order (the old one is known not to be at the venue: nothing is sent twice)."""
+        assert self.engine is not None
+        book, cid, n = self.engine.book, f"{kind}{t}", 1
+        while cid in book and book.get(cid).status is OrderStatus.REJECTED and \
+                book.get(cid).reason == NEVER_REACHED:  # fmt: skip
+            n += 1
+            cid = f"{kind}{t}.{n}"
+        return cid
 
     def _at_close(self, ts: int, close: float) -> None:
         """The venue fills the at-the-close order at this close: wait for it, bounded."""

@@ -199,6 +199,11 @@ class BarSteps:
     def _at_close(self, ts: int, close: float) -> None:
         """The venue's close of the bar (the simulated venue fills at-the-close orders here)."""
 
+    def _order_id(self, kind: str, t: int) -> str:
+        """The client order id of bar t's order of `kind` (P market, S stop, F flatten): one
+        per bar, so a step run twice sends nothing twice."""
+        return f"{kind}{t}"
+
     # --- reports --------------------------------------------------------------------------
 
     def _note_fill(self, event: OrderFilled) -> None:
@@ -250,7 +255,7 @@ class BarSteps:
         if pos:
             eng.submit(OrderRequest(self.symbol, Side.of(-pos), abs(pos),
                                     time_in_force=TimeInForce.ATC, reduce_only=True,
-                                    client_order_id=f"F{t}", tag=FLATTEN_TAG), ts)
+                                    client_order_id=self._order_id("F", t), tag=FLATTEN_TAG), ts)
             self._deliver()
         self._at_close(ts, close)
 
@@ -273,7 +278,8 @@ class BarSteps:
         planned = pos + pending
         if delta:
             order = eng.submit(OrderRequest(sym, Side.of(delta), abs(delta),
-                                            client_order_id=f"P{t}", tag=self.decider.label), ts)
+                                            client_order_id=self._order_id("P", t),
+                                            tag=self.decider.label), ts)
             self._deliver()
             if order.status is not OrderStatus.DENIED:
                 planned += order.quantity * order.side.sign
@@ -310,10 +316,11 @@ class BarSteps:
             else:
                 eng.cancel(order.client_order_id, ts)
                 self._deliver()
-        if size is not None and f"S{t}" not in eng.book:
+        stop_id = self._order_id("S", t)
+        if size is not None and stop_id not in eng.book:
             eng.submit(OrderRequest(sym, size[0], size[1], order_type=OrderType.STOP,
                                     stop_price=self.contract.price(ticks), reduce_only=False,
-                                    client_order_id=f"S{t}", tag=STOP_TAG), ts)
+                                    client_order_id=stop_id, tag=STOP_TAG), ts)
 
 
 class PaperTrader(BarSteps):
