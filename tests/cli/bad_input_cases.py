@@ -404,6 +404,23 @@ case("orders for an account that does not exist", ("orders", "--account", "nobod
 case("positions for an account that does not exist", ("positions", "--account", "nobody"), "nobody")
 case("risk kill for an account that does not exist", ("risk", "kill", "--account", "nobody"),
      "nobody")
+# foxhunt live, foxhunt venue, risk adopt.
+LIVE = ("live", *SYN, *SMA)
+case("live --venue of no known kind", (*LIVE, "--venue", "tcp:1.2.3.4:5"), "--venue")
+case("live --venue fix: with no file", (*LIVE, "--venue", "fix:{in}/none.cfg"), "none.cfg")
+case("live --venue ib: without a port", (*LIVE, "--venue", "ib:127.0.0.1"), "ib:HOST:PORT")
+case("live --venue ib: port out of range", (*LIVE, "--venue", "ib:127.0.0.1:70000"), "70000")
+case("live --venue ib: without --ib-contracts", (*LIVE, "--venue", "ib:127.0.0.1:7497"),
+     "--ib-contracts")
+case("live --on-mismatch of no known kind",
+     (*LIVE, "--venue", "ib:127.0.0.1:7497", "--on-mismatch", "ignore"), "--on-mismatch")
+case("live with a FIX session file that is not one", (*LIVE, "--venue", "fix:{in}/s.cfg"),
+     "s.cfg", write("s.cfg", "[SESSION]\nBeginString=FIX.4.2\n"))
+case("venue --speed of no known kind", ("venue", "SYN", "--speed", "warp"), "warp")
+case("risk adopt on an account that is not live",
+     ("risk", "adopt", "SYN", "--venue", "ib:127.0.0.1:7497", "--reason", "r", *A1), "a1")
+case("risk adopt without a reason",
+     ("risk", "adopt", "SYN", "--venue", "ib:127.0.0.1:7497", "--reason", " ", *A1), "--reason")
 case("FOXHUNT_STORE_WAIT_S is not a number", ("data", "list"), "FOXHUNT_STORE_WAIT_S",
      env={"FOXHUNT_STORE_WAIT_S": "soon"})
 case("FOXHUNT_GPU_PROFILE names no profile", ("config", "show"), "FOXHUNT_GPU_PROFILE",

@@ -51,6 +51,8 @@ WIRE = [
      '{"client_order_id":"E-5","ts_ns":14}'),
     ('price_marked', 'mark:ES:15',
      '{"price_ticks":18002,"symbol":"ES","ts_ns":15}'),
+    ('position_adopted', 'adopt:ES:19',
+     '{"price_ticks":18004,"quantity":-2,"reason":"the venue is right","symbol":"ES","ts_ns":19}'),
     ('trading_state_changed', 'trading_state:1',
      ('{"cause":"BREAKER","change":1,"check":"max_drawdown","previous":"ACTIVE",'
       '"reason":"equity fell","state":"HALTED","ts_ns":16}')),

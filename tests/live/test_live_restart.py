@@ -14,11 +14,12 @@ from foxhunt.backtest.strategies import parse_strategy
 from foxhunt.env import EnvConfig
 from foxhunt.env.market import session_ends
 from foxhunt.execution import SqlEventStore
-from foxhunt.live.reconcile import NEVER_REACHED
+from foxhunt.live.reconcile import NEVER_REACHED, adopt_venue
 from foxhunt.live.trader import LiveRuleDecider, LiveTrader
 from foxhunt.orders.enums import Side
 from foxhunt.orders.order import OrderRequest
 from foxhunt.orders.state import OrderStatus
+from foxhunt.portfolio.events import PositionAdopted
 from foxhunt.risk.events import TradingState
 
 from ..backtest.builders import instrument, synth
@@ -127,6 +128,30 @@ def test_a_venue_that_disagrees_leaves_the_account_reducing_with_one_line(market
     assert "position" in rec.line() and "at the venue" in rec.line()
     assert t.engine.trading_state is TradingState.REDUCING
     assert t.engine.account.position(inst.symbol) != ex.sim.positions[inst.symbol]
+
+
+def test_an_operator_adopts_the_venues_view_and_trading_goes_on(market, tmp_path):
+    bars, inst, window = market
+    ex = new_exchange(bars, inst, window, tmp_path)
+    trader(bars, inst, ex, tmp_path).run(max_bars=5)
+    ex.sim.positions[inst.symbol] = ex.sim.positions.get(inst.symbol, 0) + 2  # a fill we lost
+    t = trader(bars, inst, ex, tmp_path)
+    t.run(max_bars=1)
+    assert t.engine.trading_state is TradingState.REDUCING
+    eng, ts = t.engine, t._now_ts() + 1
+    equity = eng.account.equity()
+    lines = adopt_venue(eng, ex, inst.symbol, ts_ns=ts, reason="the venue is right")
+    assert lines and "(the venue's)" in lines[-1]
+    assert eng.account.position(inst.symbol) == ex.sim.positions[inst.symbol]
+    assert eng.account.equity() == equity  # booked at the last price: no PnL made up
+    adopted = [e for _, e in eng.store.read() if isinstance(e, PositionAdopted)]
+    assert [(e.quantity, e.reason) for e in adopted] == [(ex.sim.positions[inst.symbol],
+                                                          "the venue is right")]  # fmt: skip
+    eng.set_trading_state(TradingState.ACTIVE, ts, "adopted")
+    again = trader(bars, inst, ex, tmp_path)
+    again.run(max_bars=3)
+    assert again.reconciliations[0].ok
+    assert again.engine.trading_state is TradingState.ACTIVE
 
 
 def test_status_requests_the_venue_does_not_answer_are_a_difference(market, tmp_path):

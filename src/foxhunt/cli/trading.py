@@ -543,7 +543,7 @@ def live(
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
-    from foxhunt.live.venues import close_venue, open_venue, parse_venue
+    from foxhunt.live.venues import check_venue, close_venue, open_venue, parse_venue
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import load_agent
     from foxhunt.risk.config import RiskConfig, load_risk_config
@@ -574,6 +574,7 @@ def live(
         loaded = load_agent(path, instrument, features)
         decider, (env, policy) = loaded.decider, policy_env(ctx, loaded, None, files, path)
     contract = Contract.from_instrument(instrument)
+    check_venue(spec, {symbol: contract}, ib_contracts)  # before any file is written
     meta = {"mode": "live", "symbol": symbol, "bars": bars, "policy": policy,
             "venue": spec.label, "log": files.log, "risk": limits.model_dump(mode="json")}
     events: list[dict[str, Any]] = []
@@ -669,3 +670,68 @@ for _action, _doc in (
     ("kill", "Halt, cancel every working order and flatten every position, at the venue."),
 ):
     risk_app.command(_action)(_operator_command(_action, _doc))
+
+
+@risk_app.command("adopt")
+def risk_adopt(
+    ctx: typer.Context,
+    symbol: Annotated[str, typer.Argument(help="Instrument whose orders and position to adopt.")],
+    venue: Annotated[str, typer.Option(
+        "--venue", help="fix:FILE or ib:HOST:PORT[:CLIENT_ID]: the live account's venue.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why (kept in the log with each change).")],
+    ib_contracts: Annotated[Path | None, typer.Option(
+        "--ib-contracts", help="With --venue ib: TOML file with [ib.contracts.SYMBOL] tables "
+        "(default: none).")] = None,
+    account: AccountOpt = "live",
+    log: LogOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Make a live account's log take the venue's view of SYMBOL (working orders, position)
+    after a reconciliation found them apart; every change is an event. Trading stays REDUCING
+    or HALTED until `foxhunt risk resume`."""
+    from foxhunt.execution.venue import VenueError
+    from foxhunt.live.reconcile import adopt_venue
+    from foxhunt.live.venues import close_venue, open_venue, parse_venue
+    from foxhunt.orders.errors import TradingError
+    from foxhunt.paper.account_files import AccountBusyError
+
+    if not reason.strip():
+        raise ConfigError("risk adopt: give --reason (it is kept in the log)")
+    spec = parse_venue(venue)
+    files = _files(ctx, account, log)
+    meta = files.read_meta()
+    if meta is None or meta.get("mode") != "live":
+        raise FoxhuntError(f"account {account!r} is not a live account (no `foxhunt live` has run "
+                           "on it); adopt is for a live account's venue")
+    if meta.get("venue") != spec.label:
+        raise FoxhuntError(f"account {account!r} trades on {meta.get('venue')}, not {spec.label}")
+    engine, url = _engine(ctx, account, log)
+    try:
+        with files.hold():
+            live_venue, feed = open_venue(spec, {symbol: engine._contract(symbol)},
+                                          files.folder / f"{files.stem}.venue", account,
+                                          ib_contracts)  # fmt: skip
+            feed.close()
+            try:
+                engine.venue = live_venue
+                live_venue.connect(10.0)
+                lines = adopt_venue(engine, live_venue, symbol, ts_ns=_log_clock(engine),
+                                    reason=reason)  # fmt: skip
+            finally:
+                engine.venue = None
+                close_venue(live_venue)
+    except AccountBusyError:
+        raise FoxhuntError(f"account {account!r} is trading (foxhunt live runs on it): stop it "
+                           "first, then adopt") from None
+    except (TradingError, VenueError) as exc:
+        raise FoxhuntError(f"risk adopt: {exc}") from None
+    finally:
+        engine.store.close()
+    doc = {**_risk_doc(engine, account, url), "adopted": lines}
+    if as_json:
+        emit_json("risk", doc)
+        return
+    for line in lines or ["the log already agrees with the venue: nothing adopted"]:
+        out.print(line, markup=False)
+    out.print(f"trading state {engine.trading_state}: `foxhunt risk resume --account {account}` "
+              "when ready", markup=False)

@@ -48,7 +48,7 @@ from foxhunt.orders.events import (
 from foxhunt.orders.order import Order, OrderRequest
 from foxhunt.orders.state import OrderStatus
 from foxhunt.portfolio.account import Account
-from foxhunt.portfolio.events import AccountOpened, PriceMarked
+from foxhunt.portfolio.events import AccountOpened, PositionAdopted, PriceMarked
 from foxhunt.risk.config import RiskConfig
 from foxhunt.risk.engine import KILL_SWITCH_TAG, RiskDenial, RiskEngine
 from foxhunt.risk.events import Cause, DrawdownReset, ModifyDenied, TradingState
@@ -462,6 +462,49 @@ class TradingEngine:
         """The returns window for the VaR limits (an input: supply it again after a restart)."""
         self.risk.set_returns(returns)
         self._returns = returns
+
+    # --- an operator adopting the venue's view (after a reconciliation found them apart) -----
+
+    def adopt_position(self, symbol: str, quantity: int, ts_ns: int, reason: str) -> None:
+        """The log's position in `symbol` becomes the venue's `quantity`, the difference booked
+        at the last price (a logged `PositionAdopted`)."""
+        self._begin(ts_ns)
+        contract = self._contract(symbol)
+        last = self.account.marks.get(symbol)
+        if last is None:
+            raise TradingError(f"no price for {symbol} to book the adopted position at; "
+                               "let the feed mark it first")
+        self._commit([PositionAdopted(ts_ns=ts_ns, symbol=contract.symbol, quantity=quantity,
+                                      price_ticks=last, reason=reason)])  # fmt: skip
+
+    def adopt_order(self, order: v.VenueOrder, ts_ns: int, reason: str) -> Order:
+        """A working order the venue has and the log does not: logged as sent and accepted,
+        for what is left of it, passing no check (it is already at the venue)."""
+        self._begin(ts_ns)
+        self._contract(order.symbol)
+        kind = (OrderType.STOP if order.stop_ticks is not None else
+                OrderType.LIMIT if order.limit_ticks is not None else OrderType.MARKET)
+        cid = order.client_order_id
+        self._commit([
+            OrderInitialized(ts_ns=ts_ns, client_order_id=cid, symbol=order.symbol,
+                             side=order.side, quantity=order.leaves, order_type=kind,
+                             time_in_force=TimeInForce.GTC, limit_ticks=order.limit_ticks,
+                             stop_ticks=order.stop_ticks, tag="adopted", trim_reason=reason),
+            OrderSubmitted(ts_ns=ts_ns, client_order_id=cid),
+            OrderAccepted(ts_ns=ts_ns, client_order_id=cid, venue_order_id=order.venue_order_id),
+        ])  # fmt: skip
+        return self.book.get(cid)
+
+    def drop_order(self, client_order_id: str, ts_ns: int, reason: str) -> Order:
+        """A working order of the log that the venue does not have: ended in the log (rejected
+        if the venue never acknowledged it, else canceled)."""
+        order = self.book.get(client_order_id)
+        report: v.VenueReport = (
+            v.Rejected(client_order_id=client_order_id, ts_ns=ts_ns, reason=reason)
+            if order.status is OrderStatus.SUBMITTED else
+            v.Canceled(client_order_id=client_order_id, ts_ns=ts_ns, reason=reason))
+        self.on_report(report)
+        return self.book.get(client_order_id)
 
     def set_stale(self, symbol: str, why: str | None) -> None:
         """A feed's verdict that `symbol` has no fresh price (None: fresh again); an input that

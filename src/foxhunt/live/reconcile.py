@@ -200,3 +200,34 @@ def _compare(engine: TradingEngine, venue: v.LiveVenue, symbol: str, rec: Reconc
     if pos != venue_pos:
         rec.differences.append(f"{symbol} position {pos:+d} in the log, {venue_pos:+d} at the "
                                "venue")
+
+
+def adopt_venue(engine: TradingEngine, venue: v.LiveVenue, symbol: str, *, ts_ns: int,
+                reason: str, timeout_s: float = 5.0) -> list[str]:  # fmt: skip
+    """An operator's decision after a reconciliation found differences: the log takes the
+    venue's view of `symbol` (its working orders and its position), each change an event with
+    `reason`. What the venue reported is applied first, as at a start. Returns one line per
+    change; the trading state is left as it is (the operator resumes it)."""
+    rec = Reconciliation("adopt")
+    for report in [*venue.history, *venue.reports()]:
+        _apply(engine, report, rec, None)
+    _resolve_in_flight(engine, venue, symbol, rec, None, timeout_s)
+    theirs = {o.client_order_id: o for o in venue.open_orders(timeout_s) if o.symbol == symbol}
+    position = int(venue.positions(timeout_s).get(symbol, 0))
+    lines = []
+    for order in list(engine.book.working(symbol)):
+        if order.client_order_id not in theirs:
+            engine.drop_order(order.client_order_id, ts_ns, f"adopted the venue's view: {reason}")
+            lines.append(f"order {order.client_order_id} ended in the log: the venue does not "
+                         "have it")
+    for cid, order in sorted(theirs.items()):
+        if cid not in engine.book:
+            engine.adopt_order(order, ts_ns, reason)
+            lines.append(f"order {cid} ({order.side} {order.leaves} {symbol}) adopted from the "
+                         "venue")
+    ours = engine.account.position(symbol)
+    if ours != position:
+        engine.adopt_position(symbol, position, ts_ns, reason)
+        lines.append(f"{symbol} position {ours:+d} -> {position:+d} (the venue's), booked at the "
+                     "last price")
+    return lines

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from foxhunt.errors import ConfigError
 from foxhunt.execution.venue import LiveVenue
@@ -59,29 +60,44 @@ def parse_venue(text: str) -> VenueSpec:
                       "(Interactive Brokers)")
 
 
+def check_venue(spec: VenueSpec, contracts: Mapping[str, Contract],
+                ib_contracts: Path | None = None) -> Any:  # fmt: skip
+    """Read and check what the venue needs (the FIX session file; the IB contract of each
+    symbol) before anything is opened or written; ConfigError naming what is wrong. Returns the
+    IB contracts (None for FIX)."""
+    if spec.kind == "fix":
+        if ib_contracts is not None:
+            raise ConfigError("--ib-contracts is for --venue ib:HOST:PORT, not a FIX session")
+        from foxhunt.live.fix.settings import load_session_file
+
+        load_session_file(spec.path)
+        return None
+    if ib_contracts is None:
+        raise ConfigError("--venue ib:...: give --ib-contracts FILE, a TOML file with an "
+                          "[ib.contracts.SYMBOL] table per symbol (exchange and expiry, or con_id)")
+    from foxhunt.configbase import read_toml
+    from foxhunt.live.ib import parse_futures
+
+    table = read_toml(ib_contracts).get("ib", {}).get("contracts")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{ib_contracts}: no [ib.contracts.SYMBOL] tables")
+    return parse_futures(table, contracts, str(ib_contracts))
+
+
 def open_venue(spec: VenueSpec, contracts: Mapping[str, Contract], state: Path, account: str,
                ib_contracts: Path | None = None) -> tuple[LiveVenue, Feed]:  # fmt: skip
     """The venue and its market data feed; `state` is where the venue keeps its journal (a
     FIX session keeps its sequence numbers where its settings file says). IB needs the IB
     contract of each symbol: `ib_contracts`, a TOML file with `[ib.contracts.SYMBOL]` tables."""
+    futures = check_venue(spec, contracts, ib_contracts)
     state.mkdir(parents=True, exist_ok=True)
     if spec.kind == "fix":
-        if ib_contracts is not None:
-            raise ConfigError("--ib-contracts is for --venue ib:HOST:PORT, not a FIX session")
         from foxhunt.live.fix.gateway import FixVenue
 
         venue = FixVenue(spec.path, contracts, journal=state / "fix.reports.jsonl")
         return venue, venue.feed()
-    if ib_contracts is None:
-        raise ConfigError("--venue ib:...: give --ib-contracts FILE, a TOML file with an "
-                          "[ib.contracts.SYMBOL] table per symbol (exchange and expiry, or con_id)")
-    from foxhunt.configbase import read_toml
-    from foxhunt.live.ib import IbBars, IbVenue, parse_futures
+    from foxhunt.live.ib import IbBars, IbVenue
 
-    table = read_toml(ib_contracts).get("ib", {}).get("contracts")
-    if not isinstance(table, dict):
-        raise ConfigError(f"{ib_contracts}: no [ib.contracts.SYMBOL] tables")
-    futures = parse_futures(table, contracts, str(ib_contracts))
     venue = IbVenue(spec.host, spec.port, spec.client_id, account, contracts,
                     state / "ib.reports.jsonl", futures=futures)  # fmt: skip
     # market data on a connection of its own: TWS allows one client id per connection

@@ -17,7 +17,7 @@ from foxhunt.events import Event
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled
-from foxhunt.portfolio.events import AccountOpened, PriceMarked
+from foxhunt.portfolio.events import AccountOpened, PositionAdopted, PriceMarked
 from foxhunt.portfolio.position import Position
 
 
@@ -86,6 +86,8 @@ class Account:
             self.mark_ts[event.symbol] = event.ts_ns
         elif isinstance(event, OrderFilled):
             self._fill(event)
+        elif isinstance(event, PositionAdopted):
+            self._adopt(event)
         elif isinstance(event, AccountOpened):
             if self.is_open:
                 raise TradingError(f"account {self.name} is already open")
@@ -114,6 +116,18 @@ class Account:
         self._balance = self.starting_cash + self.realised - self.commissions
         self.marks[fill.symbol] = fill.price_ticks
         self.mark_ts[fill.symbol] = fill.ts_ns
+
+    def _adopt(self, event: PositionAdopted) -> None:
+        contract = self.contract(event.symbol)
+        pos = self.positions.get(event.symbol)
+        if pos is None:
+            pos = self.positions[event.symbol] = Position(event.symbol)
+        delta = event.quantity - pos.quantity
+        if delta:
+            self.realised += pos.fill(delta, event.price_ticks, event.ts_ns) * contract.tick_value
+            self._balance = self.starting_cash + self.realised - self.commissions
+        self.marks[event.symbol] = event.price_ticks
+        self.mark_ts[event.symbol] = event.ts_ns
 
     def snapshot(self) -> dict[str, Any]:
         return {

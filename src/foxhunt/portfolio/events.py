@@ -1,4 +1,5 @@
-"""Account events: the opening balance and the prices positions are marked at."""
+"""Account events: the opening balance, the prices positions are marked at, and a position an
+operator adopted from the venue."""
 
 from __future__ import annotations
 
@@ -26,3 +27,15 @@ class PriceMarked(Event):
     symbol: str
     price_ticks: int
 
+
+
+@event("position_adopted", "adopt:{symbol}:{ts_ns}")
+class PositionAdopted(Event):
+    """An operator adopted the venue's position after a reconciliation found them apart: the
+    log's position becomes `quantity`, the difference booked at `price_ticks` (the last price)
+    without commission, as a fill the log never saw. `reason` is the operator's."""
+
+    symbol: str
+    quantity: int
+    price_ticks: int
+    reason: str

@@ -15,7 +15,7 @@ from foxhunt.events import Event
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled, OrderPendingUpdate, OrderSubmitted
 from foxhunt.portfolio.account import Account
-from foxhunt.portfolio.events import AccountOpened, PriceMarked
+from foxhunt.portfolio.events import AccountOpened, PositionAdopted, PriceMarked
 from foxhunt.risk.events import (
     Cause,
     DrawdownReset,
@@ -72,7 +72,7 @@ class RiskState:
         self.drawdown_resets = 0
 
     def apply(self, event: Event, account: Account) -> None:
-        if type(event) is PriceMarked or isinstance(event, OrderFilled):  # marks: every bar
+        if type(event) is PriceMarked or isinstance(event, OrderFilled | PositionAdopted):
             equity = account.equity()
             self.peak_equity = max(self.peak_equity, equity)
         elif isinstance(event, (OrderSubmitted, OrderPendingUpdate)):
