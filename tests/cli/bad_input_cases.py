@@ -416,6 +416,14 @@ case("live --on-mismatch of no known kind",
      (*LIVE, "--venue", "ib:127.0.0.1:7497", "--on-mismatch", "ignore"), "--on-mismatch")
 case("live with a FIX session file that is not one", (*LIVE, "--venue", "fix:{in}/s.cfg"),
      "s.cfg", write("s.cfg", "[SESSION]\nBeginString=FIX.4.2\n"))
+case("live --feed of no known kind", (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "tv"),
+     "--feed")
+case("live --feed replay without --history-to",
+     (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "replay:10x"), "--history-to")
+case("live --feed replay at a speed of no known kind",
+     (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "replay:fast"), "replay:fast")
+case("live --feed databento without the package",
+     (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "databento:GLBX.MDP3:ES.c.0"), "databento")
 case("venue --speed of no known kind", ("venue", "SYN", "--speed", "warp"), "warp")
 case("risk adopt on an account that is not live",
      ("risk", "adopt", "SYN", "--venue", "ib:127.0.0.1:7497", "--reason", "r", *A1), "a1")

@@ -525,6 +525,10 @@ def live(
     ib_contracts: Annotated[Path | None, typer.Option(
         "--ib-contracts", help="With --venue ib: TOML file with an [ib.contracts.SYMBOL] table "
         "per symbol (exchange and expiry, or con_id; default: none).")] = None,
+    feed_spec: Annotated[str, typer.Option(
+        "--feed", help="Where bars come from: venue (its market data), replay:max|replay:Nx (the "
+        "stored bars after --history-to) or databento:DATASET:SYMBOL (needs the databento "
+        "package and DATABENTO_API_KEY).")] = "venue",
     account: AccountOpt = "live",
     log: LogOpt = None,
     on_mismatch: Annotated[str, typer.Option(
@@ -543,7 +547,7 @@ def live(
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
-    from foxhunt.live.venues import check_venue, close_venue, open_venue, parse_venue
+    from foxhunt.live.venues import check_venue, close_venue, open_venue, parse_feed, parse_venue
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import load_agent
     from foxhunt.risk.config import RiskConfig, load_risk_config
@@ -555,17 +559,27 @@ def live(
         raise ConfigError(f"--on-mismatch {on_mismatch!r}: use reduce or halt")
     if stale_after is not None and not stale_after > 0:
         raise ConfigError(f"--stale-after {stale_after}: give seconds > 0")
-    spec = parse_venue(venue)
+    spec, source = parse_venue(venue), parse_feed(feed_spec)
+    if source.kind == "replay" and history_to is None:
+        raise ConfigError("--feed replay: give --history-to: the bars after it are replayed")
+    if source.kind == "databento":
+        import importlib.util
+
+        if importlib.util.find_spec("databento") is None:
+            raise ConfigError("--feed databento: needs the databento package (pip install "
+                              "databento) and DATABENTO_API_KEY")
     bars = resolve_bars(ctx, symbol, bars)
     run = under_home(ctx, run, existing=True)
     limits = load_risk_config(risk) if risk is not None else RiskConfig()
     url = _log_url(ctx, account, log)
     files = _files(ctx, account, log)
     instrument, frame, _ = load_series(ctx, symbol, bars)
+    replayed = None
     if history_to is not None:
         from foxhunt.cli.evaluate import _window
 
-        frame = frame.slice(0, _window(frame, None, history_to, "the live history")[1])
+        cut = _window(frame, None, history_to, "the live history")[1]
+        frame, replayed = frame.slice(0, cut), frame.slice(cut, len(frame))
     if strategy is not None:
         decider, env, policy = (LiveRuleDecider(parse_strategy(strategy)),
                                 settings_of(ctx).settings.env, f"strategy:{strategy}")
@@ -576,7 +590,7 @@ def live(
     contract = Contract.from_instrument(instrument)
     check_venue(spec, {symbol: contract}, ib_contracts)  # before any file is written
     meta = {"mode": "live", "symbol": symbol, "bars": bars, "policy": policy,
-            "venue": spec.label, "log": files.log, "risk": limits.model_dump(mode="json")}
+            "venue": spec.label, "feed": feed_spec, "log": files.log, "risk": limits.model_dump(mode="json")}
     events: list[dict[str, Any]] = []
 
     def on_event(kind: str, doc: dict[str, Any]) -> None:
@@ -600,6 +614,12 @@ def live(
             live_venue, feed = open_venue(spec, {symbol: contract},
                                           files.folder / f"{files.stem}.venue", account,
                                           ib_contracts)  # fmt: skip
+            if source.kind != "venue":
+                from foxhunt.live.replay import DatabentoFeed, ReplayFeed
+
+                feed.close()
+                feed = (ReplayFeed(replayed, symbol, source.speed) if source.kind == "replay"
+                        else DatabentoFeed(source.dataset, {symbol: source.symbol}))
         except BaseException:
             store.close()
             raise

@@ -60,6 +60,36 @@ def parse_venue(text: str) -> VenueSpec:
                       "(Interactive Brokers)")
 
 
+@dataclass(frozen=True)
+class FeedSpec:
+    kind: str  # venue, replay or databento
+    speed: float | None = None  # replay: N x real time (None: as fast as the trader asks)
+    dataset: str = ""  # databento
+    symbol: str = ""  # databento's symbol (e.g. ES.c.0)
+
+
+def parse_feed(text: str) -> FeedSpec:
+    """A `--feed` value: venue (the venue's own market data), replay:SPEED (stored bars after
+    the history, SPEED = max or Nx), databento:DATASET:SYMBOL; ConfigError otherwise."""
+    if text == "venue":
+        return FeedSpec("venue")
+    if text.startswith("replay:"):
+        speed = text[len("replay:"):].strip().lower()
+        if speed == "max":
+            return FeedSpec("replay")
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)x", speed)
+        if m is None or float(m[1]) <= 0:
+            raise ConfigError(f"--feed {text!r}: use replay:max or replay:Nx (N times real time)")
+        return FeedSpec("replay", speed=float(m[1]))
+    if text.startswith("databento:"):
+        parts = text.split(":")
+        if len(parts) != 3 or not all(parts[1:]):
+            raise ConfigError(f"--feed {text!r}: use databento:DATASET:SYMBOL "
+                              "(e.g. databento:GLBX.MDP3:ES.c.0)")
+        return FeedSpec("databento", dataset=parts[1], symbol=parts[2])
+    raise ConfigError(f"--feed {text!r}: use venue, replay:SPEED or databento:DATASET:SYMBOL")
+
+
 def check_venue(spec: VenueSpec, contracts: Mapping[str, Contract],
                 ib_contracts: Path | None = None) -> Any:  # fmt: skip
     """Read and check what the venue needs (the FIX session file; the IB contract of each
