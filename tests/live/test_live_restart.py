@@ -208,3 +208,30 @@ def test_a_reconnect_reconciles_before_the_next_bar(market, tmp_path):
     t.run(until=drop_after_three)
     assert [r.why for r in t.reconciliations] == ["start", "reconnect"]
     assert all(r.ok for r in t.reconciliations)
+
+
+def test_an_operators_kill_from_another_process_reaches_the_venue_while_trading(market, tmp_path):
+    bars, inst, window = market
+    ex = new_exchange(bars, inst, window, tmp_path)
+    t = trader(bars, inst, ex, tmp_path)
+    fired = []
+
+    def kill_once_in_a_position():
+        eng = t.engine
+        if not fired and eng is not None and eng.account.position(inst.symbol):
+            from foxhunt.execution import SqlEventStore as Store
+            from foxhunt.execution import TradingEngine
+
+            other = TradingEngine(Store(f"sqlite:///{tmp_path / 'log.db'}"), eng.contracts,
+                                  OPEN_LIMITS)  # `foxhunt risk kill` in another terminal
+            fired.extend(other.kill(t._now_ts(), "operator"))
+            other.store.close()
+            return False
+        return len(fired) > 0 and t.engine.account.position(inst.symbol) == 0
+
+    t.run(until=kill_once_in_a_position)
+    assert fired and t.engine.trading_state is TradingState.HALTED
+    flatten = t.engine.book.get(fired[0].client_order_id)
+    assert flatten.status is OrderStatus.FILLED
+    assert t.engine.account.position(inst.symbol) == 0 == ex.sim.positions[inst.symbol]
+    assert t.reconciliations[-1].why == "operator command"

@@ -547,7 +547,14 @@ def live(
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
-    from foxhunt.live.venues import check_venue, close_venue, open_venue, parse_feed, parse_venue
+    from foxhunt.live.venues import (
+        check_venue,
+        close_venue,
+        open_venue,
+        owner_of,
+        parse_feed,
+        parse_venue,
+    )
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import load_agent
     from foxhunt.risk.config import RiskConfig, load_risk_config
@@ -588,7 +595,8 @@ def live(
         loaded = load_agent(path, instrument, features)
         decider, (env, policy) = loaded.decider, policy_env(ctx, loaded, None, files, path)
     contract = Contract.from_instrument(instrument)
-    check_venue(spec, {symbol: contract}, ib_contracts)  # before any file is written
+    check_venue(spec, {symbol: contract}, ib_contracts,  # before any file is written
+                owner_of(account, files.folder / f"{files.stem}.venue"))
     meta = {"mode": "live", "symbol": symbol, "bars": bars, "policy": policy,
             "venue": spec.label, "feed": feed_spec, "log": files.log, "risk": limits.model_dump(mode="json")}
     events: list[dict[str, Any]] = []
@@ -599,8 +607,8 @@ def live(
                 events.append({"event": kind, **doc})
             return
         if kind == "bar":
-            out.print(f"{symbol} bar {doc['ts']}: close {doc['close']:g}, position "
-                      f"{doc['position']:+d}, {doc['state']}")
+            out.print(f"{symbol} {fmt_ts(doc['ts'])}: close {doc['close']:g}, position "
+                      f"{doc['position']:+d}, {doc['state']}", markup=False)
         elif kind == "reconciled":
             (out if not doc["differences"] else err).print(doc["line"])
         else:

@@ -91,7 +91,7 @@ def parse_feed(text: str) -> FeedSpec:
 
 
 def check_venue(spec: VenueSpec, contracts: Mapping[str, Contract],
-                ib_contracts: Path | None = None) -> Any:  # fmt: skip
+                ib_contracts: Path | None = None, owner: str | None = None) -> Any:  # fmt: skip
     """Read and check what the venue needs (the FIX session file; the IB contract of each
     symbol) before anything is opened or written; ConfigError naming what is wrong. Returns the
     IB contracts (None for FIX)."""
@@ -100,7 +100,9 @@ def check_venue(spec: VenueSpec, contracts: Mapping[str, Contract],
             raise ConfigError("--ib-contracts is for --venue ib:HOST:PORT, not a FIX session")
         from foxhunt.live.fix.settings import load_session_file
 
-        load_session_file(spec.path)
+        config = load_session_file(spec.path)
+        if owner is not None:
+            _claim(config.store, owner, spec.label, write=False)
         return None
     if ib_contracts is None:
         raise ConfigError("--venue ib:...: give --ib-contracts FILE, a TOML file with an "
@@ -123,7 +125,9 @@ def open_venue(spec: VenueSpec, contracts: Mapping[str, Contract], state: Path, 
     state.mkdir(parents=True, exist_ok=True)
     if spec.kind == "fix":
         from foxhunt.live.fix.gateway import FixVenue
+        from foxhunt.live.fix.settings import load_session_file
 
+        _claim(load_session_file(spec.path).store, owner_of(account, state), spec.label)
         venue = FixVenue(spec.path, contracts, journal=state / "fix.reports.jsonl")
         return venue, venue.feed()
     from foxhunt.live.ib import IbBars, IbVenue
@@ -132,6 +136,25 @@ def open_venue(spec: VenueSpec, contracts: Mapping[str, Contract], state: Path, 
                     state / "ib.reports.jsonl", futures=futures)  # fmt: skip
     # market data on a connection of its own: TWS allows one client id per connection
     return venue, IbBars(spec.host, spec.port, spec.client_id + 1, futures)
+
+
+def owner_of(account: str, state: Path) -> str:
+    return f"{account} ({state})"
+
+
+def _claim(store: Path, owner: str, label: str, write: bool = True) -> None:
+    """One FIX session per account: its sequence numbers, and the client order ids the
+    venue knows, belong to one event log. The session's store folder names its account."""
+    marker = store / "foxhunt-account"
+    if marker.exists():
+        held = marker.read_text(encoding="utf-8").strip()
+        if held != owner:
+            raise ConfigError(f"--venue {label}: that FIX session belongs to account {held}; "
+                              "give each account its own session (its own SenderCompID)")
+        return
+    if write:
+        store.mkdir(parents=True, exist_ok=True)
+        marker.write_text(owner + "\n", encoding="utf-8")
 
 
 def close_venue(venue: LiveVenue) -> None:

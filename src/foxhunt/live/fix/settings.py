@@ -221,7 +221,7 @@ def load_session_file(path: Path | str) -> SessionConfig:
 
 
 def session_text(keys: dict[str, str]) -> str:
-    lines = ["# a QuickFIX session file: foxhunt trade ... --venue fix:THIS_FILE", "[DEFAULT]"]
+    lines = ["# a QuickFIX session file: foxhunt live SYMBOL --venue fix:THIS_FILE", "[DEFAULT]"]
     lines += [f"{k}={v}" for k, v in keys.items() if k not in _SESSION_KEYS]
     lines += ["", "[SESSION]"]
     lines += [f"{k}={v}" for k, v in keys.items() if k in _SESSION_KEYS]
