@@ -616,7 +616,14 @@ def live(
 
     with files.hold() as created_lock:
         # a live account goes on where it stopped: the same arguments, or a clear refusal
-        started = _start_paper(url, files, meta, files.read_meta() is not None, created_lock)
+        before = files.read_meta()
+        diff = [k for k in meta if before is not None and before.get(k) != meta[k]]
+        if diff:
+            raise FoxhuntError(
+                f"account {account!r} trades {before.get('symbol')} with {before.get('policy')} "
+                f"on {before.get('venue')} ({', '.join(diff)} differ): give the same arguments "
+                "to go on, or use another --account")
+        started = _start_paper(url, files, meta, before is not None, created_lock)
         store = started.store
         try:
             live_venue, feed = open_venue(spec, {symbol: contract},
@@ -636,9 +643,16 @@ def live(
                             journal=files.folder / f"{files.stem}.bars.jsonl",
                             starting_cash=Decimal(100_000), on_mismatch=on_mismatch,
                             stale_after_s=stale_after, on_event=on_event)  # fmt: skip
+        import signal
+
+        def stop(signum, frame):  # SIGTERM (a supervisor's stop) ends the session like Ctrl-C
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, stop)
         try:
             result = trader.run(max_bars=max_bars)
         finally:
+            signal.signal(signal.SIGTERM, previous)
             feed.close()
             close_venue(live_venue)
             store.close()

@@ -214,6 +214,7 @@ class TradingEngine:
         hold are applied again on top and stay deferred."""
         held = self._deferred
         try:
+            self.store.sync()
             self._fold()
             for e in held:
                 if e.event_id not in self._seen:

@@ -65,6 +65,8 @@ class EventStore(Protocol):
 
     def latest_seq(self) -> int: ...
 
+    def sync(self) -> int: ...
+
     def contains(self, event_id: str) -> bool: ...
 
     def close(self) -> None: ...
@@ -415,6 +417,12 @@ class SqlEventStore:
     def latest_seq(self) -> int:
         """The log's last sequence number now, as the database has it (other writers included)."""
         return self._read_last()
+
+    def sync(self) -> int:
+        """Catch up with other writers: the next append follows the log's last event now. Call
+        it before folding what they wrote."""
+        self._last = self._read_last()
+        return self._last
 
     def append(self, events: Sequence[Event]) -> int:
         if not events:

@@ -331,12 +331,15 @@ class LiveTrader(BarSteps):
                     break
                 try:
                     bar = self.feed.next_bar(self.poll_s)
+                    self._retrying(self._between_bars)
+                    if bar is not None:
+                        self._on_bar(bar)
                 except FeedEnded as exc:
                     ended = str(exc) or "the feed ended"
                     break
-                self._between_bars()
-                if bar is not None:
-                    self._on_bar(bar)
+                except KeyboardInterrupt:  # an operator's Ctrl-C: stop between two steps
+                    ended = "interrupted"   # (a step cut short runs again on the next start)
+                    break
             self._settle()
         finally:
             if self.engine is not None:
@@ -356,6 +359,22 @@ class LiveTrader(BarSteps):
             if not working or time.monotonic() > deadline:
                 return
             time.sleep(0.005)
+
+    def _retrying(self, step: Callable[[], None]) -> None:
+        """A step, run again when an operator's command (`foxhunt risk halt|kill`) took the
+        log's next sequence number first: the engine folds the log again (the command
+        included), reconciliation sends what the command asked of the venue, and the step,
+        which is idempotent, runs once more."""
+        for attempt in range(3):
+            try:
+                step()
+                return
+            except EventLogError as exc:
+                if "another writer" not in str(exc) or attempt == 2:
+                    raise
+                assert self.engine is not None
+                self.engine._refold()
+                self._reconcile("operator command")
 
     def _between_bars(self) -> None:
         eng = self.engine
@@ -386,15 +405,7 @@ class LiveTrader(BarSteps):
         t = self.market.append(bar)
         self._bind_columns()
         self.decider.observe(t, self.market.bars)
-        for attempt in range(3):
-            try:
-                self._live_bar(t)
-                break
-            except EventLogError as exc:  # an operator's command took the next sequence number
-                if "another writer" not in str(exc) or attempt == 2:
-                    raise
-                eng._refold()
-                self._reconcile("operator command")
+        self._retrying(lambda: self._live_bar(t))
         self.live_bars += 1
         self._emit("bar", {"t": t, "ts": bar.ts_ns, "close": bar.close,
                            "position": eng.account.position(self.symbol),
