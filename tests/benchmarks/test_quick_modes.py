@@ -34,6 +34,8 @@ KEYS = {
     "bench_backtest": COMMON | {"greedy", "sma"},
     "bench_train": COMMON | {"mode", "config", "update", "collect", "sb3", "notes"},
     "bench_learning": COMMON | {"complete", "settings", "markets"},
+    "bench_live": COMMON | {"versions", "exchange", "tick_to_order", "host_probe", "orders_per_s",
+                            "orders_per_s_memory_log", "breakdown", "throughput_profile"},
     "bench_oms": {"benchmark", "quick", "date", "python", "machine", "cpus", "loadavg_1m",
                   "risk_check", "submit_durable_sqlite", "submit_durable_postgresql", "agent",
                   "paper_replay_memory_log", "paper_replay_sqlite_file",
@@ -107,6 +109,12 @@ def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
     if script == "bench_oms":
         assert doc["submit_durable_postgresql"]["skipped"].startswith("--quick")
         assert doc["paper_replay_sqlite_file_and_venue_journal"]["bars"] > 0
+    if script == "bench_live":  # every latency run timed orders; every order acknowledged
+        assert all(r["decisions_timed"] > 0 and isinstance(r["p99_us"], float)
+                   for r in doc["tick_to_order"].values())
+        t = doc["orders_per_s"]
+        assert t["exchange_received"] == t["orders"] + t["warmup_orders"] and t["denied"] == 0
+        assert doc["breakdown"]["skipped"].startswith("--quick")
 
 
 @pytest.mark.slow
