@@ -20,7 +20,8 @@ its report journal fsync'd per report), `FixMarketData` on the same session, `Tr
    Policies: `random:7` (every branch uniform at every bar: an order on ~2 bars in 3) and the
    CPU-sized agent (the shipped network under the CPU profile, 'default': hidden 128, 11
    atoms, window 1, the 22 default features; random weights, saved as the trainer saves a
-   checkpoint and loaded with `foxhunt.paper.load_agent`, its compiled forward). Each on the
+   checkpoint and loaded with `foxhunt.paper.load_agent`, its compiled forward; see
+   AGENT_SEED for its env's size fractions). Each on the
    live default event log, a SQLite file (WAL, synchronous=FULL: one fsync per order); the
    rule also on an in-memory log (the same path without the fsync). Targets, on the SQLite
    file: p99 <= 1 ms with the rule, <= 2 ms with the agent.
@@ -97,14 +98,18 @@ from foxhunt.risk import RiskConfig
 from foxhunt.training.checkpoint import save_checkpoint
 
 RULE = "random:7"
-AGENT_SEED, AGENT_WEIGHT_SCALE = 5, 10.0
-"""The random agent: initialised from this seed, then its weights scaled by this: the most
-active of 16 seeds x 3 scales (1, 4, 10) on this market (an order on 1 bar in 16 over the
-first 8,000 bars, 1 in 33 over 34,000; at the initial scale the most active sent one on 1 bar
-in 40). A forward costs the same whatever the weights' values."""
-BARS_PER_DECISION = {"rule": 2.0, "agent": 40.0}
+AGENT_SEED = 9
+AGENT_SIZES = (1 / 3, 2 / 3, 1.0)
+"""The random agent: its network initialised from this seed (as the trainer initialises one),
+its env the shipped one but for these size fractions (bench_oms's workload: every branch of
+the action moves the target, not only the direction), so that it trades: the most active of
+16 seeds with and without them on this market, an order on ~1 bar in 30, 0.2% of its
+decisions near ties that torch decides (with the shipped direction-only sizes the most active
+seed traded on 1 bar in 55; weights scaled up traded more, but saturated the C51 heads: a
+fifth of the decisions went to torch, ~0.5 ms each)."""
+BARS_PER_DECISION = {"rule": 2.0, "agent": 60.0}
 """The exchange's window, in bars per order wanted (the rule sends an order on ~2 bars in 3,
-the agent on ~1 in 16 to 33); the trader stops once it sent the orders wanted."""
+the agent on ~1 in 40 over a long window); the trader stops once it sent the orders wanted."""
 SEED = 3
 HISTORY = 600
 """Stored bars before the first live one: the agent's features warm up on them (and its
@@ -143,15 +148,14 @@ def agent_checkpoint(path: Path, bars: Bars, inst: Instrument) -> Path:
     with tempfile.TemporaryDirectory() as home:  # no config.toml: the shipped defaults alone
         spec = load_settings(home=Path(home)).settings.training_spec()
     spec = spec.sized_for(shipped_profiles()["default"])
+    spec = spec.model_copy(update={"env": spec.env.model_copy(
+        update={"size_fractions": AGENT_SIZES})})
     pipeline = FeaturePipeline(FeatureConfig(), inst.session)
     matrix = pipeline.transform(bars, fit_until=HISTORY)
     obs = ObservationSpec.of(spec.env, pipeline)
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(AGENT_SEED)
         net = BranchingQNetwork(obs.size, spec.agent, matrix.groups, obs.window, obs.pos_dim)
-        for name, p in net.named_parameters():
-            if "weight" in name:
-                p.mul_(AGENT_WEIGHT_SCALE)
     norm = matrix.normaliser
     extra = {"fold": 0, "normaliser": {"mean": norm.mean.tolist(), "std": norm.std.tolist()},
              "feature_names": list(matrix.names), "feature_groups": matrix.groups,
@@ -171,7 +175,7 @@ def policy(kind: str, bars: Bars, inst: Instrument, folder: Path) -> tuple[Any, 
     assert loaded.env is not None
     return decider, loaded.env, {
         "policy": "CPU-sized agent (shipped defaults, CPU profile 'default'; random weights, "
-                  f"seed {AGENT_SEED}, x{AGENT_WEIGHT_SCALE:g})",
+                  f"seed {AGENT_SEED}; size fractions {[round(f, 3) for f in AGENT_SIZES]})",
         "window": obs.window, "features": obs.n_features, "observation": obs.size,
         "parameters": sum(p.numel() for p in decider.network.parameters()),
         "compiled_forward": decider.fast is not None,
@@ -339,6 +343,8 @@ def run_trader(exchange: Exchange, kind: str, log_kind: str, orders: int, folder
     described.update(bars=result.bars, orders=result.orders, fills=result.fills,
                      wall_s=round(wall, 3), bars_per_s=round(result.bars / wall, 1),
                      ended=result.ended)  # fmt: skip
+    if hasattr(decider, "torch_calls"):  # the agent: decisions its compiled forward left to
+        described["decisions_by_torch"] = decider.torch_calls  # torch (near ties)
     return trader, described, stamps
 
 
