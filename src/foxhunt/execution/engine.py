@@ -204,6 +204,10 @@ class TradingEngine:
         engine last read or wrote it."""
         return self.store.latest_seq() > self.seq
 
+    def holds_deferred(self, kind: type[Event]) -> bool:
+        """Whether an applied event of `kind` waits for the next append."""
+        return any(isinstance(e, kind) for e in self._deferred)
+
     @property
     def deferred(self) -> int:
         """How many applied events wait for the next append."""
@@ -376,17 +380,18 @@ class TradingEngine:
 
     # --- what the venue reports -------------------------------------------------------------
 
-    def on_report(self, report: v.VenueReport) -> Event | None:
+    def on_report(self, report: v.VenueReport, *, defer: bool = False) -> Event | None:
         """Turn a venue report into its order event and apply it; None for a report already
         applied (a resend) and for a cancel or modify rejected because the order had already
         ended. An event the order's state does not allow raises IllegalTransition and changes
-        nothing."""
+        nothing. With `defer` the event is logged with the next append (see `_commit`): only
+        for a venue whose journal keeps every report, which reconciliation offers again."""
         self._begin(report.ts_ns)
         order = self.book.get(report.client_order_id)
         if order.is_terminal and isinstance(report, v.CancelRejected | v.ModifyRejected):
             return None  # "too late": the order's end (a fill, say) already answered the request
         event = self._event_for(report, order)
-        if not self._commit([event]):
+        if not self._commit([event], defer=defer):
             return None
         if isinstance(event, OrderFilled):
             self._check_breakers(report.ts_ns)

@@ -158,6 +158,12 @@ class BarJournal:
 class LiveTrader(BarSteps):
     """One symbol, one policy, one account's log, a live venue and a feed."""
 
+    # A live venue journals every report before it acknowledges it, and reconciliation offers
+    # the journal to the log on every start: a report can ride on the next append (the
+    # decision's order, one transaction) instead of costing a transaction of its own.
+    defer_reports = True
+    foreign_check_s = 0.25  # how often the log is asked whether an operator wrote to it
+
     def __init__(
         self,
         history: Bars,
@@ -212,6 +218,7 @@ class LiveTrader(BarSteps):
         self.refused = 0
         self.live_bars = 0
         self._last_bar_wall = clock()
+        self._foreign_checked = time.monotonic()
 
     # --- the per-bar columns BarSteps reads ---------------------------------------------------
 
@@ -308,6 +315,8 @@ class LiveTrader(BarSteps):
                              timeout_s=self.status_timeout_s)
         self.reconciliations.append(rec)
         self._emit("reconciled", rec.to_json())
+        if self.engine.risk.state.kill_active:  # an operator's kill sized from the log before
+            self.engine._enforce_kill(self._now_ts())  # this trader's last fills reached it
 
     def _now_ts(self) -> int:
         n = self.market.n
@@ -382,9 +391,12 @@ class LiveTrader(BarSteps):
         if self.venue.take_reconnected():
             self._reconcile("reconnect")
         self._deliver()
-        if eng.foreign_writes():
-            eng._refold()
-            self._reconcile("operator command")
+        now = time.monotonic()
+        if now - self._foreign_checked >= self.foreign_check_s:
+            self._foreign_checked = now
+            if eng.foreign_writes():
+                eng._refold()
+                self._reconcile("operator command")
         age = self.clock() - self._last_bar_wall
         stale = age > self.stale_after_s
         if stale != (self.symbol in eng.risk.stale):
@@ -423,8 +435,9 @@ class LiveTrader(BarSteps):
             self._bar_fills(t)
         if t >= self.first:
             self._act(t, ts, self._decide(t))
-        if eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
-            self._flush()
+        if (eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS
+                or eng.holds_deferred(OrderFilled)):  # fmt: skip
+            self._flush()  # a fill no order carried: in the log before the bar's step ends
 
     # --- result -----------------------------------------------------------------------------
 

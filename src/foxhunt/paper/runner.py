@@ -189,6 +189,7 @@ class BarSteps:
     by bar)."""
 
     engine: TradingEngine | None
+    defer_reports = False  # a venue's reports go to the log at once
     fills: dict[int, list[tuple[str, int]]]
     _fill_events: list[OrderFilled]
 
@@ -213,7 +214,7 @@ class BarSteps:
 
     def _deliver_one(self, report):
         assert self.engine is not None
-        event = self.engine.on_report(report)
+        event = self.engine.on_report(report, defer=self.defer_reports)
         if isinstance(event, OrderFilled):
             self._note_fill(event)
         return event
