@@ -648,6 +648,11 @@ def live(
         def stop(signum, frame):  # SIGTERM (a supervisor's stop) ends the session like Ctrl-C
             raise KeyboardInterrupt
 
+        if not as_json:
+            warm = (f"warm-up on {len(frame):,} stored bars to {fmt_ts(int(frame.ts[-1]))}"
+                    if len(frame) else "no stored bars to warm up on")
+            out.print(f"live {symbol}: {policy} on {spec.label} ({source.kind} bars), account "
+                      f"{account}; {warm}", markup=False)
         previous = signal.signal(signal.SIGTERM, stop)
         try:
             result = trader.run(max_bars=max_bars)
