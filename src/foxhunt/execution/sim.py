@@ -48,6 +48,7 @@ from foxhunt.env.fills import SCALAR, CostModel, fill_price, stop_trigger
 from foxhunt.execution import venue as v
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.store import EventStore
+from foxhunt.fileio import read_json_lines
 from foxhunt.orders import events as oe
 from foxhunt.orders.contract import Contract, Price
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
@@ -128,15 +129,12 @@ class SimulatedVenue:
         self._unsynced = False
         self.path = None if journal is None else Path(journal)
         if self.path is not None:
-            terminate = self._restore(self.path) if self.path.exists() else False
+            if self.path.exists():
+                self._restore(self.path)
             try:
                 new = not self.path.exists()
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._journal = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-                if terminate:  # a whole last line that missed its newline
-                    self._journal.write("\n")
-                    self._journal.flush()
-                    self._unsynced = True
                 if new:
                     _fsync_dir(self.path.parent)
             except OSError as exc:
@@ -171,39 +169,11 @@ class SimulatedVenue:
             _datasync(self._journal.fileno())
             self._unsynced = False
 
-    def _restore(self, path: Path) -> bool:
+    def _restore(self, path: Path) -> None:
         """Apply the journal's lines in order; a torn last line (the process died writing it)
-        never happened. True when the last line is whole but lacks its newline."""
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise VenueJournalError(f"venue journal {path}: cannot read it "
-                                    f"({exc.strerror or exc})") from None
-        lines = data.split(b"\n")
-        offset = 0
-        for i, raw in enumerate(lines):
-            start, offset = offset, offset + len(raw) + 1
-            if not raw:
-                continue
-            try:
-                rec = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as exc:
-                if i == len(lines) - 1:  # the last line, cut short: drop it from the file
-                    with open(path, "r+b") as fh:
-                        fh.truncate(start)
-                        os.fsync(fh.fileno())
-                    return False
-                raise VenueJournalError(
-                    f"venue journal {path}: line {i + 1} is not JSON ({str(exc)[:60]}); "
-                    f"{REBUILD}") from None
-            try:
-                self._apply_line(rec)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                why = f"no {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
-                raise VenueJournalError(
-                    f"venue journal {path}: line {i + 1} is damaged ({why[:100]}); {REBUILD}"
-                ) from None
-        return bool(data) and not data.endswith(b"\n")
+        never happened (`fileio.read_json_lines`)."""
+        read_json_lines(path, self._apply_line,
+                        lambda m: VenueJournalError(f"venue journal {m}; {REBUILD}"))
 
     def _apply_line(self, rec: Any) -> None:
         """One journal line applied to the venue's record (KeyError, TypeError or ValueError

@@ -45,6 +45,7 @@ from foxhunt.env.fills import CostModel
 from foxhunt.execution import venue as v
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.store import EventLogError, EventStore
+from foxhunt.fileio import read_json_lines
 from foxhunt.live.feed import Feed, FeedEnded, FeedError, LiveBar
 from foxhunt.live.market import LiveMarket
 from foxhunt.live.reconcile import NEVER_REACHED, Reconciliation, reconcile_live
@@ -111,7 +112,8 @@ class LiveResult:
 
 class BarJournal:
     """The live bars a trader has handled, one JSON line each, flushed before the bar is acted
-    on (a killed process loses none; a power cut may lose the tail, which the log then names)."""
+    on (a killed process loses none; a power cut may lose the tail, which the log then names).
+    `read` comes before the first `append` (it cuts a line a crash tore)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -119,35 +121,20 @@ class BarJournal:
         self._fd: int | None = None
 
     def read(self) -> list[LiveBar]:
-        if not self.path.exists():
-            return []
-        bars = []
-        with self.path.open(encoding="utf-8") as fh:
-            for i, line in enumerate(fh, start=1):
-                if not line.endswith("\n"):
-                    break  # a line cut by a crash: the bar was never acted on
-                try:
-                    rec = json.loads(line)
-                    bars.append(LiveBar(rec["symbol"], int(rec["ts"]), *map(float, rec["ohlcv"])))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise FeedError(f"bar journal {self.path}: line {i} cannot be read ({exc})") from None
+        bars: list[LiveBar] = []
+
+        def take(rec: Any) -> None:
+            bars.append(LiveBar(rec["symbol"], int(rec["ts"]), *map(float, rec["ohlcv"])))
+
+        read_json_lines(self.path, take, lambda m: FeedError(f"bar journal {m}"))
         return bars
 
     def append(self, bar: LiveBar) -> None:
         if self._fd is None:
-            self._truncate_cut_line()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         line = json.dumps({"symbol": bar.symbol, "ts": bar.ts_ns,
                            "ohlcv": [bar.open, bar.high, bar.low, bar.close, bar.volume]})
         os.write(self._fd, (line + "\n").encode())
-
-    def _truncate_cut_line(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with self.path.open("r+b") as fh:
-                fh.truncate(data.rfind(b"\n") + 1)
 
     def close(self) -> None:
         if self._fd is not None:

@@ -52,10 +52,10 @@ import numpy as np
 
 from foxhunt.execution import venue as v
 from foxhunt.execution.sim import SimulatedVenue, VenueJournalError
+from foxhunt.fileio import read_json_lines
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields, FixFieldError
 from foxhunt.live.fix.gateway import LOGOUT_WAIT_S, _logout
-from foxhunt.live.fix.journal import read_json_lines
 from foxhunt.live.fix.settings import (
     CLIENT_COMP_ID,
     DEFAULT_PORT,

@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any, Self
 
 from foxhunt.execution import venue as v
+from foxhunt.fileio import read_json_lines
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import Fields, FixFieldError
-from foxhunt.live.fix.journal import read_json_lines
 from foxhunt.live.fix.settings import BEGIN_STRING, SessionConfig, load_session_file
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.order import Order

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from foxhunt.execution import venue as v
+from foxhunt.fileio import read_json_lines
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 
 _datasync = getattr(os, "fdatasync", os.fsync)
@@ -54,36 +55,9 @@ class Journal:
                                f"({exc.strerror or exc})") from None  # fmt: skip
 
     def _read(self) -> None:
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise JournalError(f"IB venue journal {self.path}: cannot read it "
-                               f"({exc.strerror or exc})") from None  # fmt: skip
-        lines = data.split(b"\n")
-        offset = 0
-        for i, raw in enumerate(lines):
-            start, offset = offset, offset + len(raw) + 1
-            if not raw:
-                continue
-            try:
-                rec = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                if i == len(lines) - 1:  # torn by a crash mid-write: it never happened
-                    with open(self.path, "r+b") as fh:
-                        fh.truncate(start)
-                        os.fsync(fh.fileno())
-                    return
-                raise JournalError(f"IB venue journal {self.path}: line {i + 1} is not JSON; "
-                                   "move the file aside (the event log holds every report "
-                                   "it applied)") from None  # fmt: skip
-            try:
-                self._apply(rec)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise JournalError(f"IB venue journal {self.path}: line {i + 1} is damaged "
-                                   f"({str(exc)[:100]})") from None  # fmt: skip
-        if data and not data.endswith(b"\n"):
-            with open(self.path, "ab") as fh:
-                fh.write(b"\n")
+        read_json_lines(self.path, self._apply, lambda m: JournalError(
+            f"IB venue journal {m}; move the file aside (the event log holds every report it "
+            "applied)"))
 
     def _apply(self, rec: Any) -> None:
         if not isinstance(rec, dict):
