@@ -50,6 +50,7 @@ from foxhunt.live.feed import Feed, FeedEnded, FeedError, LiveBar
 from foxhunt.live.market import LiveMarket
 from foxhunt.live.reconcile import NEVER_REACHED, Reconciliation, reconcile_live
 from foxhunt.orders.contract import Contract, money_text
+from foxhunt.orders.enums import OrderType
 from foxhunt.orders.errors import TradingError
 from foxhunt.orders.events import OrderFilled
 from foxhunt.orders.state import OrderStatus
@@ -351,7 +352,7 @@ class LiveTrader(BarSteps):
         deadline = time.monotonic() + wait_s
         while True:
             self._deliver()
-            working = [o for o in eng.book.working(self.symbol) if o.order_type.name == "MARKET"]
+            working = [o for o in eng.book.working(self.symbol) if o.order_type is OrderType.MARKET]
             if not working or time.monotonic() > deadline:
                 return
             time.sleep(0.005)
