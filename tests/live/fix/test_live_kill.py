@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from foxhunt.live.reconcile import NEVER_REACHED
+
 from .helpers import free_port
 
 BARS, HISTORY = 1400, 600  # the trader warms up on 600 bars; the exchange plays the rest
@@ -92,10 +94,19 @@ def home(tmp_path_factory):
 
 
 def account_state(home: Path, account: str) -> tuple:
-    orders = read_json(home, "orders", "--account", account)["orders"]
+    """Every order (what reached the venue, under the bar's id) and the positions. A kill between
+    the log's append of an order and its send leaves that order rejected as never having reached
+    the venue, and the bar's step, run again, sends it as `<id>.2`: both are what reached it."""
+    orders = read_json(home, "orders", "--account", account, "--last", "0")["orders"]
     positions = read_json(home, "positions", "--account", account)
     keep = ("client_order_id", "side", "quantity", "filled", "type", "status", "avg_fill_ticks")
-    return [{k: o[k] for k in keep} for o in orders], positions
+    sent = [o for o in orders if o["reason"] != NEVER_REACHED]
+    for o in orders:
+        if o["reason"] == NEVER_REACHED:  # never at the venue, and decided again under a new id
+            assert o["status"] == "REJECTED" and o["filled"] == 0
+            assert any(s["client_order_id"] == f"{o['client_order_id']}.2" for s in sent)
+    return [{**{k: o[k] for k in keep}, "client_order_id": o["client_order_id"].split(".")[0]}
+            for o in sent], positions
 
 
 def test_kill_9_at_random_moments_loses_and_doubles_nothing(home):
@@ -142,5 +153,6 @@ def test_kill_9_at_random_moments_loses_and_doubles_nothing(home):
     ref_orders, ref_pos = account_state(home, "ref")
     assert killed_orders == ref_orders  # no order lost, doubled or changed; fills at the same prices
     assert len({o["client_order_id"] for o in killed_orders}) == len(killed_orders)
+    assert len(killed_orders) > 50  # every order compared, not the listing's default last 50
     assert killed_pos["positions"] == ref_pos["positions"]
     assert killed_pos["equity"] == ref_pos["equity"]
