@@ -11,7 +11,6 @@ number, and the trader folds the log again and goes on).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -57,12 +56,16 @@ _SPEED = re.compile(r"^(\d+(?:\.\d+)?)x$")
 _ACCOUNT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
-def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
-    from foxhunt.execution.store import default_log_url
-
+def _checked(account: str) -> str:
     if not _ACCOUNT.match(account):
         raise ConfigError(f"--account {account!r}: use letters, digits, '_', '.' or '-' (at most 64)")
-    return log or default_log_url(account, settings_of(ctx).home)
+    return account
+
+
+def _log_url(ctx: typer.Context, account: str, log: str | None) -> str:
+    from foxhunt.paper.accounts import log_url
+
+    return log_url(settings_of(ctx).home, _checked(account), log)
 
 
 def _contracts(ctx: typer.Context) -> dict[str, Any]:
@@ -74,66 +77,35 @@ def _contracts(ctx: typer.Context) -> dict[str, Any]:
 
 
 def _files(ctx: typer.Context, account: str, log: str | None):
-    from foxhunt.paper.account_files import AccountFiles
+    from foxhunt.paper.accounts import account_files
 
-    return AccountFiles.of(settings_of(ctx).home, account, log)
+    return account_files(settings_of(ctx).home, account, log)
 
 
 def _engine(ctx: typer.Context, account: str, log: str | None):
     """The account's engine folded from its log (no venue: operator commands log; `risk kill`
     attaches the paper venue itself when no trader runs)."""
-    from foxhunt.execution import SqlEventStore, TradingEngine
+    from foxhunt.paper.accounts import open_account
 
-    url = _log_url(ctx, account, log)
-    sqlite_file = _sqlite_file(url)
-    if sqlite_file is not None and not sqlite_file.exists():
-        raise FoxhuntError(f"account {account!r} has no event log ({url}); start one with "
-                           "`foxhunt paper ... --account NAME`")
-    risk = _risk_of(_files(ctx, account, log))
-    store = SqlEventStore(url)
-    try:
-        engine = TradingEngine(store, _contracts(ctx), risk)
-    except BaseException:
-        store.close()
-        raise
-    if not engine.account.is_open:
-        store.close()
-        raise FoxhuntError(f"event log {_shown(url)} holds no account yet")
-    return engine, _shown(url)
-
-
-def _sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite log URL, or None for another database."""
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    return open_account(settings_of(ctx).home, _checked(account), log, _contracts(ctx))
 
 
 def _shown(url: str) -> str:
-    from foxhunt.execution.store import without_password
+    from foxhunt.paper.accounts import shown
 
-    return without_password(url)
+    return shown(url)
 
 
 def _risk_of(files):
-    """The risk limits the account's paper run was started with (kept beside its log)."""
-    import pydantic
+    from foxhunt.paper.accounts import risk_of
 
-    from foxhunt.configbase import describe_validation_error
-    from foxhunt.risk.config import RiskConfig
-
-    meta = files.read_meta()
-    if not meta or not meta.get("risk"):
-        return RiskConfig()
-    try:
-        return RiskConfig.model_validate_json(json.dumps(meta["risk"]))
-    except pydantic.ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, f"{files.meta} risk")) from None
+    return risk_of(files)
 
 
 def _log_clock(engine) -> int:
-    last = 0
-    for _, event in engine.store.read(max(engine.seq - 1, 0)):
-        last = max(last, event.ts_ns)
-    return last
+    from foxhunt.paper.accounts import log_clock
+
+    return log_clock(engine)
 
 
 # ----------------------------------------------------------------------------------- paper
@@ -164,8 +136,9 @@ def _start_paper(url: str, files, meta: dict[str, Any], resume: bool, created_lo
     afresh with --resume too, so a supervisor that always resumes works; --resume on an
     account that never started is refused (a mistyped name must not start a new run)."""
     from foxhunt.execution import SqlEventStore
+    from foxhunt.paper.accounts import sqlite_file as file_of
 
-    sqlite_file = _sqlite_file(url)
+    sqlite_file = file_of(url)
     new_log = sqlite_file is not None and not sqlite_file.exists()
     store = None
     try:
@@ -340,16 +313,15 @@ def orders(
     as_json: JsonOpt = False,
 ) -> None:
     """Orders of an account, folded from its event log."""
-    from foxhunt.orders.state import OrderStatus
+    from foxhunt.paper.accounts import orders_doc
 
     engine, url = _engine(ctx, account, log)
-    wanted = status.strip().upper()
-    if wanted not in ("ALL", "WORKING") and wanted not in OrderStatus.__members__:
-        raise ConfigError(f"--status {status!r}: use working, all or one of "
-                          f"{', '.join(OrderStatus.__members__)}")
-    rows = [_order_row(o) for o in engine.book
-            if wanted == "ALL" or (wanted == "WORKING" and o.is_working) or str(o.status) == wanted]
-    rows = rows[-last:] if last else rows
+    try:
+        rows = orders_doc(engine, account, url, status, last).document()["orders"]
+    except ConfigError as exc:
+        raise ConfigError(f"--{exc}") from None
+    finally:
+        engine.store.close()
     if as_json:
         emit_json("orders", {"account": account, "log": url, "orders": rows})
         return
@@ -362,22 +334,13 @@ def orders(
 def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = None,
               as_json: JsonOpt = False) -> None:
     """Positions, marks and PnL of an account, folded from its event log."""
-    from foxhunt.orders.contract import money_text
+    from foxhunt.paper.accounts import positions_doc
 
     engine, url = _engine(ctx, account, log)
+    engine.store.close()
     acct = engine.account
-    rows = []
-    for sym, pos in sorted(acct.positions.items()):
-        c = acct.contracts[sym]
-        mark = acct.marks.get(sym)
-        rows.append({"symbol": sym, "position": pos.quantity,
-                     "mark": str(c.price(mark)) if mark is not None else None,
-                     "unrealised": money_text(acct.unrealised(sym) if pos.quantity else Decimal(0)),
-                     "realised": money_text(c.money(pos.realised_ticks))})
-    doc = {"account": account, "log": url, "currency": acct.currency,
-           "balance": money_text(acct.balance), "equity": money_text(acct.equity()),
-           "realised": money_text(acct.realised), "commissions": money_text(acct.commissions),
-           "positions": rows}
+    doc = positions_doc(engine, account, url).document()
+    rows = doc["positions"]
     if as_json:
         emit_json("positions", doc)
         return
@@ -392,19 +355,9 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
 
 
 def _risk_doc(engine, account: str, url: str) -> dict[str, Any]:
-    from foxhunt.orders.contract import money_text
+    from foxhunt.paper.accounts import risk_doc
 
-    st = engine.risk.state
-    acct = engine.account
-    equity = acct.equity()
-    return {"account": account, "log": url, "trading_state": str(engine.trading_state),
-            "cause": str(st.cause) if getattr(st, "cause", None) else None,
-            "reason": getattr(st, "reason", ""), "kill_switch": bool(st.kill_active),
-            "day": st.day or None, "equity": money_text(equity),
-            "daily_loss": money_text(st.day_start_equity - equity),
-            "drawdown": money_text(st.peak_equity - equity), "orders_today": st.orders_today,
-            "working_orders": len(engine.book.working()),
-            "limits": engine.risk_config.model_dump(mode="json")}
+    return risk_doc(engine, account, url).document()
 
 
 def _print_risk(doc: dict[str, Any]) -> None:
@@ -426,80 +379,16 @@ def risk_status(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt =
 
 
 def _operator(ctx, account, log, as_json, action: str, reason: str) -> None:
-    from foxhunt.orders.errors import TradingError
-    from foxhunt.risk.events import TradingState
+    from foxhunt.paper.accounts import operator_command
 
-    engine, url = _engine(ctx, account, log)
-    ts = _log_clock(engine)
-    note = ""
-    try:
-        if action == "kill":
-            note = _kill(ctx, engine, account, log, ts, reason or "kill switch from the command line")
-        else:
-            state = {"halt": TradingState.HALTED, "reduce": TradingState.REDUCING,
-                     "resume": TradingState.ACTIVE}[action]  # fmt: skip
-            if engine.trading_state is state:
-                raise FoxhuntError(f"account {account!r} is already {state}")
-            engine.set_trading_state(state, ts, reason or f"{action} from the command line")
-    except TradingError as exc:
-        raise FoxhuntError(f"risk {action}: {exc}") from None
-    finally:
-        engine.store.close()
-    doc = _risk_doc(engine, account, url)
-    if action == "kill":
-        doc["flatten"] = note
+    doc = operator_command(settings_of(ctx).home, _checked(account), log, _contracts(ctx), action,
+                           reason).document()
     if as_json:
         emit_json("risk", doc)
         return
     _print_risk(doc)
-    if note:
-        out.print(note)
-
-
-def _kill(ctx, engine, account: str, log: str | None, ts: int, reason: str) -> str:
-    """Fire the kill switch. When no trader runs on the account, its paper venue is attached
-    here, so that the cancels and the flatten orders reach the venue now (they fill at once when
-    the run's bars have ended, else at the next bar when the run resumes). A running trader
-    meets the kill at its next append and sends them itself."""
-    from foxhunt.execution.sim import SimulatedVenue
-    from foxhunt.paper.account_files import AccountBusyError
-    from foxhunt.paper.runner import reconcile
-
-    files = _files(ctx, account, log)
-    meta = files.read_meta()
-    if meta is not None and meta.get("mode") == "live":
-        sent = engine.kill(ts, reason)
-        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
-                "a running `foxhunt live` sends them and the cancels within a second, else its "
-                "next start does after reconciling")
-    if meta is None or not files.journal.exists():
-        sent = engine.kill(ts, reason)
-        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
-                "no venue is attached to this account: they go out when its trader next runs")
-    try:
-        with files.hold():
-            symbol = meta["symbol"]
-            venue = SimulatedVenue({symbol: engine.contracts[symbol]},
-                                   float(meta.get("slippage_ticks", 1.0)), journal=files.journal)
-            try:
-                engine.venue = venue
-                reconcile(engine, venue, symbol)
-                sent = engine.kill(ts, reason)
-                for report in venue.reports():
-                    engine.on_report(report)
-            finally:
-                engine.venue = None
-                venue.close()
-    except AccountBusyError:
-        sent = engine.kill(ts, reason)
-        return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
-                "the running trader sends them at its next bar")
-    position = engine.account.position(symbol)
-    ids = ", ".join(o.client_order_id for o in sent) or "none"
-    if position:
-        return (f"flatten orders {ids} are at the venue; position {position:+d} {symbol} closes "
-                "at the next bar when the paper run resumes (--resume)")
-    return f"flatten orders {ids} sent; {symbol} is flat"
+    if doc.get("flatten"):
+        out.print(doc["flatten"])
 
 
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the log).")]
@@ -542,7 +431,6 @@ def live(
 ) -> None:
     """Trade a trained agent or a rule live: the paper engine with a FIX or IB venue and its
     market data, behind the risk limits. A start or reconnect reconciles with the venue first."""
-    from decimal import Decimal
 
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series
