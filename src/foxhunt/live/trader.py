@@ -35,8 +35,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from foxhunt.backtest.strategies import TablePolicy
 from foxhunt.data.instruments import Instrument
 from foxhunt.data.series import Bars
@@ -49,6 +47,7 @@ from foxhunt.fileio import read_json_lines
 from foxhunt.live.feed import Feed, FeedEnded, FeedError, LiveBar
 from foxhunt.live.market import LiveMarket
 from foxhunt.live.reconcile import NEVER_REACHED, Reconciliation, reconcile_live
+from foxhunt.live.rules import rule_rows
 from foxhunt.orders.contract import Contract, money_text
 from foxhunt.orders.enums import OrderType
 from foxhunt.orders.errors import TradingError
@@ -62,20 +61,20 @@ from foxhunt.risk.engine import Limits
 
 
 class LiveRuleDecider:
-    """A rule strategy on the growing bars: its table over the closes so far, read at the
-    newest bar (the rule's action at t depends on closes <= t only)."""
+    """A rule strategy on the growing bars: row t of its table, computed as bar t arrives from
+    the closes so far (`live.rules`: O(1) a bar, bit for bit the batch table's row)."""
 
     def __init__(self, policy: TablePolicy):
         self.label, self.first, self.policy = policy.label, policy.first_bar(), policy
-        self._close: np.ndarray | None = None
+        self.rows = rule_rows(policy)
 
     def observe(self, t: int, bars: Bars) -> None:
-        self._close = bars.close
+        rows, close = self.rows, bars.close
+        for i in range(len(rows), t + 1):
+            rows.push(close[i])
 
     def act(self, t: int, pos_state: Any) -> tuple[int, int, int]:
-        assert self._close is not None
-        a = self.policy.table(self._close[: t + 1])[t]
-        return int(a[0]), int(a[1]), int(a[2])
+        return self.rows.row(t)
 
 
 @dataclass
