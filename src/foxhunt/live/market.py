@@ -11,6 +11,10 @@ extended one bar at a time adds in the same order as `np.cumsum`.
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
 import numpy as np
 
 from foxhunt.data.grid import GRID_TOLERANCE
@@ -21,6 +25,9 @@ from foxhunt.env.market import average_true_range, dollar_volatility, session_en
 from foxhunt.live.feed import FeedError, LiveBar
 
 _COLUMNS = ("open", "high", "low", "close", "volume")
+QUARTER_HOUR_NS = 900_000_000_000
+"""Zones change their UTC offset on quarter-hour boundaries (`env.market` looks up each once)."""
+DAY_NS = 86_400_000_000_000
 
 
 class LiveMarket:
@@ -32,6 +39,12 @@ class LiveMarket:
         self.floor = env.reward_scale_floor_ticks * instrument.tick_value
         n = len(history)
         self.n = 0
+        self._zone = ZoneInfo(instrument.session.tz)
+        self._close_ns = instrument.session.minutes("close") * 60 * 1_000_000_000
+        self._offset_bucket: int | None = None
+        self._offset_ns = 0
+        self._prev_close, self._last_ts = 0.0, 0
+        self._c_tr, self._c_d2 = [0.0], [0.0]  # the running sums as floats (the arrays' twins)
         self._alloc(max(capacity, 2 * n, 16))
         if n:
             self._load(history)
@@ -81,6 +94,9 @@ class LiveMarket:
         self.c_tr[1 : n + 1] = np.cumsum(tr)
         d = np.diff(close, prepend=close[0])
         self.c_d2[1 : n + 1] = np.cumsum(d * d)
+        self._c_tr, self._c_d2 = self.c_tr[: n + 1].tolist(), self.c_d2[: n + 1].tolist()
+        if n:
+            self._prev_close, self._last_ts = float(close[-1]), int(history.ts[-1])
 
     def _on_grid(self, x: np.ndarray) -> np.ndarray:
         ticks = np.asarray(x, np.float64) / self.tick
@@ -88,7 +104,17 @@ class LiveMarket:
                         np.round(ticks) * self.tick, x)  # fmt: skip
 
     def _ends_session(self, ts: int) -> bool:
-        return bool(session_ends(np.asarray([ts], np.int64), self.inst.session)[0])
+        """`session_ends` of a bar that is the last so far: whether it closes at the session
+        close (the zone's UTC offset looked up once per quarter hour, as the batch does)."""
+        session = self.inst.session
+        if session.open == session.close:
+            return False
+        bucket = ts // QUARTER_HOUR_NS
+        if bucket != self._offset_bucket:
+            when = datetime.fromtimestamp(bucket * 900, tz=UTC).astimezone(self._zone)
+            self._offset_bucket = bucket
+            self._offset_ns = int(when.utcoffset().total_seconds()) * 1_000_000_000
+        return (ts + self._offset_ns - self._close_ns) % DAY_NS == 0
 
     # --- a new bar ------------------------------------------------------------------------
 
@@ -96,36 +122,51 @@ class LiveMarket:
         return self.n
 
     def append(self, bar: LiveBar) -> int:
-        """Add the feed's next bar; its index. A bar not after the last one is refused."""
+        """Add the feed's next bar; its index. A bar not after the last one is refused.
+
+        On Python floats and ints: the same IEEE double operations, in the same order, as the
+        batch functions' numpy arrays (a numpy scalar costs several times a float)."""
         t = self.n
-        if t and bar.ts_ns <= self.ts[t - 1]:
+        if t and bar.ts_ns <= self._last_ts:
             raise FeedError(f"{bar.symbol} bar at {bar.ts_ns} is not after the last bar "
-                            f"({int(self.ts[t - 1])}); bars must come in time order")
+                            f"({self._last_ts}); bars must come in time order")
         if t == self.cap:
             self._alloc(2 * self.cap)
         self.ts[t] = bar.ts_ns
         for k in _COLUMNS:
             getattr(self, k)[t] = getattr(bar, k)
-        o, h, lo, c = (float(self._on_grid(np.float64(getattr(bar, k))))
-                       for k in ("open", "high", "low", "close"))
+        on_grid = self._on_grid_float
+        o, h, lo, c = on_grid(bar.open), on_grid(bar.high), on_grid(bar.low), on_grid(bar.close)
         self.t_open[t], self.t_high[t], self.t_low[t], self.t_close[t] = o, h, lo, c
         if t == 0:
             tr, d = h - lo, 0.0
         else:
-            prev = self.t_close[t - 1]
+            prev = self._prev_close
             tr, d = max(h, prev) - min(lo, prev), c - prev
-        self.c_tr[t + 1] = self.c_tr[t] + tr
-        self.c_d2[t + 1] = self.c_d2[t] + d * d
-        self.atr[t] = max(self._trailing(self.c_tr, t, self.atr_window, 0), self.tick)
-        rms = np.sqrt(self._trailing(self.c_d2, t, self.vol_window, 1))
+        c_tr, c_d2 = self._c_tr, self._c_d2
+        c_tr.append(c_tr[-1] + tr)
+        c_d2.append(c_d2[-1] + d * d)
+        self.c_tr[t + 1], self.c_d2[t + 1] = c_tr[-1], c_d2[-1]
+        self.atr[t] = max(self._trailing(c_tr, t, self.atr_window, 0), self.tick)
+        rms = math.sqrt(self._trailing(c_d2, t, self.vol_window, 1))
         self.scale[t] = max(rms * self.inst.point_value, self.floor)
         self.session_end[t] = self._ends_session(bar.ts_ns)
+        self._prev_close, self._last_ts = c, bar.ts_ns
         self.n = t + 1
         return t
 
+    def _on_grid_float(self, x: float) -> float:
+        """`_on_grid` of one price (`round` halves to even, as `np.round` does)."""
+        x = float(x)
+        if not math.isfinite(x):
+            return x
+        ticks = x / self.tick
+        r = float(round(ticks))
+        return r * self.tick if abs(ticks - r) > GRID_TOLERANCE else x
+
     @staticmethod
-    def _trailing(c: np.ndarray, t: int, window: int, start: int) -> float:
+    def _trailing(c: list[float], t: int, window: int, start: int) -> float:
         """`env.market._trailing_mean` at t, from the running sums `c`."""
         lo = max(start, t - window + 1)
         count = t + 1 - lo
-        return float((c[t + 1] - c[min(lo, t + 1)]) / max(count, 1)) if count > 0 else 0.0
+        return (c[t + 1] - c[min(lo, t + 1)]) / max(count, 1) if count > 0 else 0.0
