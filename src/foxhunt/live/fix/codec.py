@@ -201,16 +201,21 @@ def bar_done(symbol: str, ts_ns: int) -> Any:
 
 
 def message(msg_type: str, body: list[tuple[int, str | None]]) -> Any:
-    """A FIX 4.4 message of `msg_type` with the `body` tags that have a value."""
+    """A FIX 4.4 message of `msg_type` with the `body` tags that have a value (a tag given
+    twice: its last value).
+
+    Written as one string and parsed once by QuickFIX (unvalidated: its fields are ours), a
+    tenth of the cost of setting each field through SWIG and the same message: QuickFIX orders
+    the body by tag either way and writes BodyLength and CheckSum when it sends."""
     import quickfix as fix
 
-    m = fix.Message()
-    m.getHeader().setField(fix.BeginString("FIX.4.4"))
-    m.getHeader().setField(fix.MsgType(msg_type))
-    for tag, value in body:
-        if value is not None:
-            m.setField(fix.StringField(tag, value))
-    return m
+    fields = {tag: value for tag, value in body if value is not None}
+    text = "".join([f"8=FIX.4.4{SOH}9=0{SOH}35={msg_type}{SOH}",
+                    *[f"{tag}={value}{SOH}" for tag, value in fields.items()], f"10=000{SOH}"])
+    if text.count(SOH) != len(fields) + 4:
+        bad = next(tag for tag, value in fields.items() if SOH in value)
+        raise FixFieldError(f"tag {bad}: a value cannot hold the FIX delimiter (SOH)")
+    return fix.Message(text, False)
 
 
 def _group(m: Any, group: Any, entries: list[list[tuple[int, str | None]]]) -> None:
