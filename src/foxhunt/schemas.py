@@ -35,6 +35,11 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "orders": 1,
     "positions": 1,
     "risk": 1,
+    "users": 1,
+    "keys": 1,
+    "key": 1,
+    "job": 1,
+    "jobs": 1,
 }
 """Each document kind and its current schema version."""
 

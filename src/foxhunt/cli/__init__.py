@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from typer import Abort
 
-from foxhunt.cli import about, data, evaluate, features, trading, train, tune, venue
+from foxhunt.cli import about, data, evaluate, features, jobs, serve, trading, train, tune, venue
 from foxhunt.cli.common import Invocation, plain_help
 from foxhunt.errors import FoxhuntError
 
@@ -41,7 +41,8 @@ def _root(
 
 
 # `foxhunt --help` lists the commands in the order they register, then the groups.
-for command_module in (about, data, features, tune, evaluate, trading, venue, train):
+for command_module in (about, data, features, tune, evaluate, trading, venue, train, jobs,
+                       serve):
     command_module.register(app)
 # Help as plain text wrapped to the terminal: help strings are not Rich markup ("[risk]" stays).
 plain_help(app)

@@ -1,0 +1,126 @@
+"""WebSocket fan-out: one follower per account reads what the trader appends to the account's
+event log and hands each batch to every subscriber's queue.
+
+A trader writes its log from another process, so the server cannot be told of an append; it
+looks for new events every `poll_s` (one `SELECT max(seq)`), in one task per followed account
+however many clients watch it, and stops looking when the last one leaves. Clients never poll:
+they get each batch, with the account's positions and risk after it, as it is found.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from foxhunt.errors import FoxhuntError
+
+log = logging.getLogger("foxhunt.server")
+
+QUEUE_BATCHES = 256
+"""A subscriber this many batches behind is cut off (it reconnects and reads the REST views)."""
+
+
+@functools.cache
+def _codec():
+    from foxhunt.execution.codec import EventCodec
+
+    return EventCodec()
+
+
+def event_json(seq: int, event) -> dict[str, Any]:
+    """An event as the log stores it: its kind and fields (decimals as strings), and its seq."""
+    kind, payload = _codec().encode(event)
+    return {**json.loads(payload), "seq": seq, "kind": kind, "ts_ns": event.ts_ns}
+
+
+class AccountFollower:
+    """Follows one account's log for its subscribers."""
+
+    def __init__(self, account: str, open_engine: Callable[[], tuple[Any, str]], poll_s: float):
+        self.account, self.open_engine, self.poll_s = account, open_engine, poll_s
+        self.subscribers: set[asyncio.Queue] = set()
+        self.task: asyncio.Task | None = None
+        self.engine = None
+        self.url = ""
+
+    def snapshot(self) -> dict[str, Any]:
+        from foxhunt.paper.accounts import positions_doc, risk_doc
+
+        return {"positions": positions_doc(self.engine, self.account, self.url).document(),
+                "risk": risk_doc(self.engine, self.account, self.url).document()}
+
+    async def start(self) -> None:
+        self.engine, self.url = await asyncio.to_thread(self.open_engine)
+        self.task = asyncio.create_task(self._run(), name=f"follow {self.account}")
+
+    def _poll(self) -> dict[str, Any] | None:
+        if self.engine.store.latest_seq() == self.engine.seq:
+            return None
+        new = self.engine.follow()
+        if not new:
+            return None
+        return {"type": "events", "account": self.account,
+                "events": [event_json(seq, e) for seq, e in new], **self.snapshot()}
+
+    async def _run(self) -> None:
+        try:
+            while self.subscribers:
+                batch = await asyncio.to_thread(self._poll)
+                if batch is not None:
+                    for q in list(self.subscribers):
+                        if q.qsize() >= QUEUE_BATCHES:
+                            self.subscribers.discard(q)
+                            q.put_nowait(None)
+                        else:
+                            q.put_nowait(batch)
+                await asyncio.sleep(self.poll_s)
+        except (FoxhuntError, OSError) as exc:  # the log went away or broke: tell them, end
+            log.warning("account %s: stream stopped: %s", self.account, exc)
+            for q in list(self.subscribers):
+                q.put_nowait({"type": "error", "error": str(exc).splitlines()[0][:300]})
+                q.put_nowait(None)
+            self.subscribers.clear()
+        finally:
+            if self.engine is not None:
+                self.engine.store.close()
+
+
+class StreamHub:
+    """The followers of one app; each subscriber gets a queue of batches (None: the end)."""
+
+    def __init__(self, poll_s: float):
+        self.poll_s = poll_s
+        self.followers: dict[str, AccountFollower] = {}
+        self._lock = asyncio.Lock()
+
+    async def subscribe(self, account: str, open_engine) -> tuple[asyncio.Queue, dict[str, Any]]:
+        """A queue of the account's new batches and its state now (the first message)."""
+        async with self._lock:
+            f = self.followers.get(account)
+            if f is None or f.task is None or f.task.done():
+                f = AccountFollower(account, open_engine, self.poll_s)
+                await f.start()
+                self.followers[account] = f
+            q: asyncio.Queue = asyncio.Queue()
+            f.subscribers.add(q)
+            first = {"type": "snapshot", "account": account, "seq": f.engine.seq, **f.snapshot()}
+        return q, first
+
+    def unsubscribe(self, account: str, q: asyncio.Queue) -> None:
+        f = self.followers.get(account)
+        if f is not None:
+            f.subscribers.discard(q)
+
+    async def close(self) -> None:
+        for f in self.followers.values():
+            f.subscribers.clear()
+            if f.task is not None:
+                f.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await f.task
+        self.followers.clear()
