@@ -221,17 +221,30 @@ class HomeViews:
 
 
 def _lock_holder(lock: Path) -> int | None:
-    """The pid that holds an account's lock, when that process is alive."""
+    """The pid holding an account's lock now: the flock on the lock file's inode, as the kernel
+    lists it in /proc/locks (asking by taking the lock would make a trader starting at that
+    moment fail). Where there is no /proc/locks: the pid the file names, if it is alive."""
     try:
-        text = lock.read_text().strip()
+        inode = lock.stat().st_ino
     except OSError:
         return None
-    if not text.isdigit():
-        return None
     try:
-        os.kill(int(text), 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return _pid_alive(lock)
+    for line in table.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(inode):
+            return int(parts[4]) if parts[4].isdigit() else -1
+    return None
+
+
+def _pid_alive(lock: Path) -> int | None:
+    try:
+        text = lock.read_text().strip()
+        if text.isdigit():
+            os.kill(int(text), 0)
+            return int(text)
+    except (OSError, ProcessLookupError):
         pass
-    return int(text)
+    return None
