@@ -17,7 +17,7 @@ from .test_cli import run_json
 def test_help_lists_the_commands_then_the_groups_in_registration_order():
     assert typer.main.get_group(app).list_commands(None) == [
         "version", "tune", "backtest", "report", "paper", "live", "orders", "positions", "venue", "train", "demo",
-        "config", "data", "features", "risk"]
+        "submit", "worker", "serve", "config", "data", "features", "risk", "jobs", "user", "key"]
 
 
 def test_the_command_line_imports_nothing_heavy_until_a_command_runs():

@@ -90,7 +90,7 @@ def jobs(
     db: DbOpt = None,
     state: Annotated[list[str] | None, typer.Option(
         "--state", help="Only jobs in this state (queued, running, succeeded, failed, cancelled); "
-        "repeatable.")] = None,
+        "repeatable (default: every state).")] = None,
     last: Annotated[int, typer.Option(help="The newest N jobs.", min=1)] = 50,
     as_json: JsonOpt = False,
 ) -> None:
@@ -173,17 +173,18 @@ def worker(
         help="GPUs to run on, one job each: e.g. 0,1 (default: none, --slots jobs on the CPU).")] = None,
     slots: Annotated[int, typer.Option(help="Jobs at once without --gpus.", min=1)] = 1,
     trials_per_gpu: Annotated[int | None, typer.Option(
-        "--trials-per-gpu", help="A tune job's trials at once on its GPU (its --parallel).",
+        "--trials-per-gpu", help="A tune job's trials at once on its GPU (its --parallel; "
+        "default: the job's own --parallel, else 1).",
         min=1)] = None,
     once: Annotated[bool, typer.Option("--once", help="Stop when the queue is empty.")] = False,
     max_jobs: Annotated[int | None, typer.Option(
-        "--max-jobs", help="Stop after running N jobs.", min=1)] = None,
+        "--max-jobs", help="Stop after running N jobs (default: no limit).", min=1)] = None,
     lease: Annotated[float, typer.Option(
         help="Seconds a job stays this worker's without a heartbeat; a killed worker's job is "
         "taken over after it.", min=1.0)] = 15.0,
     ray: Annotated[str | None, typer.Option(
         "--ray", help="Run the jobs as Ray tasks: auto (the running cluster), local (a new one "
-        "here) or the cluster's ADDRESS.")] = None,
+        "here) or the cluster's ADDRESS (default: child processes on this machine).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Claim queued jobs and run them (each as `foxhunt KIND ARGS --json`), until stopped (or
