@@ -312,6 +312,39 @@ def kill(home: Path, engine, account: str, log: str | None, ts: int, reason: str
     return f"flatten orders {ids} sent; {symbol} is flat"
 
 
+def equity_curve(home: Path, account: str, log: str | None, contracts: Mapping[str, Any],
+                 points: int = 2000) -> dict[str, Any]:
+    """Equity and drawdown at each mark, as the log folds them (every `k`-th mark and the last
+    when there are more than `points`)."""
+    from foxhunt.execution import SqlEventStore
+    from foxhunt.portfolio.account import Account
+    from foxhunt.portfolio.events import PriceMarked
+
+    acct = Account(dict(contracts))
+    ts: list[int] = []
+    equity: list[float] = []
+    store = SqlEventStore(log_url(home, account, log))
+    try:
+        for _, event in store.read():
+            acct.apply(event)
+            if isinstance(event, PriceMarked) and acct.is_open:
+                ts.append(event.ts_ns)
+                equity.append(float(acct.equity()))
+    finally:
+        store.close()
+    peak, drawdown = float("-inf"), []
+    for e in equity:
+        peak = max(peak, e)
+        drawdown.append(e - peak)
+    step = max(1, -(-len(ts) // points))
+    keep = list(range(0, len(ts), step))
+    if ts and keep[-1] != len(ts) - 1:
+        keep.append(len(ts) - 1)
+    return {"account": account, "currency": acct.currency if acct.is_open else None,
+            "ts": [ts[i] for i in keep], "equity": [equity[i] for i in keep],
+            "drawdown": [drawdown[i] for i in keep]}
+
+
 def accounts(home: Path) -> list[str]:
     """The accounts with a default (SQLite) log in this home."""
     folder = home / "trading"

@@ -387,7 +387,15 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         from foxhunt.server.streams import event_json
 
         return _with_account(account, lambda e, u: [
-            event_json(seq, ev) for seq, ev in islice(e.store.read(after), limit)])
+            event_json(seq, ev, e.contracts) for seq, ev in islice(e.store.read(after), limit)])
+
+    @route("GET", "/accounts/{account}/equity", Role.viewer)
+    def equity(who: Viewer, account: str,
+               points: Annotated[int, Query(ge=10, le=100_000)] = 2000) -> dict[str, Any]:
+        from foxhunt.paper.accounts import equity_curve
+
+        _with_account(account, lambda e, u: None)  # the account exists and its log opens
+        return equity_curve(state.home, account, None, views.contracts(), points)
 
     @route("GET", "/accounts/{account}/bars", Role.viewer)
     def account_bars(who: Viewer, account: str,

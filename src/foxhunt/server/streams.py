@@ -32,10 +32,16 @@ def _codec():
     return EventCodec()
 
 
-def event_json(seq: int, event) -> dict[str, Any]:
-    """An event as the log stores it: its kind and fields (decimals as strings), and its seq."""
+def event_json(seq: int, event, contracts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An event as the log stores it: its kind and fields (decimals as strings), and its seq;
+    with `contracts`, a `price` beside any `price_ticks` (the chart's unit)."""
     kind, payload = _codec().encode(event)
-    return {**json.loads(payload), "seq": seq, "kind": kind, "ts_ns": event.ts_ns}
+    doc = {**json.loads(payload), "seq": seq, "kind": kind, "ts_ns": event.ts_ns}
+    ticks = doc.get("price_ticks")
+    contract = (contracts or {}).get(doc.get("symbol"))
+    if ticks is not None and contract is not None:
+        doc["price"] = str(contract.price(ticks))
+    return doc
 
 
 class AccountFollower:
@@ -65,7 +71,7 @@ class AccountFollower:
         if not new:
             return None
         return {"type": "events", "account": self.account,
-                "events": [event_json(seq, e) for seq, e in new], **self.snapshot()}
+                "events": [event_json(seq, e, self.engine.contracts) for seq, e in new], **self.snapshot()}
 
     async def _run(self) -> None:
         try:
