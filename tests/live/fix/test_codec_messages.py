@@ -28,9 +28,9 @@ def field_by_field(msg_type: str, body: list[tuple[int, str | None]]):
 
 
 def order(**kw):
-    base = dict(client_order_id="P12", symbol="ES", side=Side.SELL, leaves_qty=3, quantity=3,
-                order_type=OrderType.LIMIT, limit_ticks=20_001, stop_ticks=None,
-                time_in_force=TimeInForce.GTC, requests=2)  # fmt: skip
+    base = {"client_order_id": "P12", "symbol": "ES", "side": Side.SELL, "leaves_qty": 3,
+            "quantity": 3, "order_type": OrderType.LIMIT, "limit_ticks": 20_001,
+            "stop_ticks": None, "time_in_force": TimeInForce.GTC, "requests": 2}
     return SimpleNamespace(**{**base, **kw})
 
 
