@@ -288,3 +288,47 @@ def test_a_breaker_tripped_by_a_deferred_mark_is_logged_at_once_with_the_mark(ve
     assert eng.trading_state is TradingState.HALTED and eng.deferred == 0
     assert kinds(eng, seq)[:4] == ["price_marked", "trading_state_changed",
                                    "kill_switch_activated", "order_initialized"]
+
+
+def test_several_orders_go_to_the_log_in_one_append_before_any_is_sent(eng, venue, monkeypatch):
+    """Group commit: each order is checked seeing the ones before it (the second is denied
+    by the position limit the first used up), one transaction holds them all and the deferred
+    mark before them, then the orders that passed are sent in order."""
+    appends: list[int] = []
+    append = eng.store.append
+    monkeypatch.setattr(eng.store, "append", lambda events: appends.append(len(events))
+                        or append(events))  # fmt: skip
+    eng.mark("ES", "4501.00", T0 + 1, defer=True)
+    limit = eng.risk_config.max_position
+    orders = eng.submit_many([buy(limit, client_order_id="g-1"), buy(1, client_order_id="g-2"),
+                              OrderRequest("ES", SELL, 1, client_order_id="g-3")], T0 + 2)
+    assert [o.status for o in orders] == [OrderStatus.SUBMITTED, OrderStatus.DENIED,
+                                          OrderStatus.SUBMITTED]  # fmt: skip
+    assert appends == [1 + 2 + 2 + 2] and eng.deferred == 0
+    assert venue.calls == [("submit", "g-1"), ("submit", "g-3")]
+    assert venue.logged_before_call == [True, True]
+    assert rebuilt(eng).snapshot() == eng.snapshot()
+
+
+def test_a_group_is_all_or_nothing(eng, venue, monkeypatch):
+    before = eng.snapshot()
+    with pytest.raises(OrderRequestError):
+        eng.submit_many([buy(1, client_order_id="a-1"), buy(1, tag=KILL_SWITCH_TAG)], T0 + 1)
+    assert eng.snapshot() == before and "a-1" not in eng.book and venue.calls == []
+
+    def broken(events):
+        raise EventLogError("disk full")
+
+    monkeypatch.setattr(eng.store, "append", broken)
+    with pytest.raises(EventLogError, match="disk full"):
+        eng.submit_many([buy(1, client_order_id="b-1"), buy(1, client_order_id="b-2")], T0 + 1)
+    monkeypatch.undo()
+    assert eng.snapshot() == before and venue.calls == []
+
+
+def test_a_group_resending_an_order_returns_it_and_sends_only_the_new_one(eng, venue):
+    first = eng.submit(buy(1, client_order_id="r-1"), T0 + 1)
+    again, new = eng.submit_many([buy(1, client_order_id="r-1"), buy(1, client_order_id="r-2")],
+                                 T0 + 2)  # fmt: skip
+    assert again is first and new.status is OrderStatus.SUBMITTED
+    assert venue.calls == [("submit", "r-1"), ("submit", "r-2")]

@@ -23,7 +23,7 @@ from typing import Any
 from foxhunt.errors import UnknownSymbolError
 from foxhunt.events import Event
 from foxhunt.execution import venue as v
-from foxhunt.execution.store import EventLogError, EventStore
+from foxhunt.execution.store import EventLogError, EventStore, StoredEvent
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract, Price
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
@@ -213,6 +213,17 @@ class TradingEngine:
         """How many applied events wait for the next append."""
         return len(self._deferred)
 
+    def follow(self) -> list[StoredEvent]:
+        """Apply what another writer appended since this engine last read the log: a read-only
+        view (a dashboard's, a server's) kept current without folding the whole log again."""
+        new = list(self.store.read(self.seq))
+        for seq, event in new:
+            if event.event_id not in self._seen:
+                self._apply(event)
+                self._seen.add(event.event_id)
+            self.seq = seq
+        return new
+
     def _refold(self) -> None:
         """Fold the log again after a failed append; the deferred events that the log does not
         hold are applied again on top and stay deferred."""
@@ -272,7 +283,42 @@ class TradingEngine:
         nothing (a resend after a crash or a retry is not doubled); with different terms it
         raises DuplicateOrderError. A denied order is DENIED with the reason in `order.reason`.
         """
+        return self.submit_many([request], ts_ns)[0]
+
+    def submit_many(self, requests: list[OrderRequest], ts_ns: int) -> list[Order]:
+        """`submit` for several orders with one durable append (group commit): each is checked
+        against risk in turn, seeing the ones before it; all their events (and any deferred
+        ones) go to the log in one transaction; then the orders that passed are sent, in
+        order. Every order is in the log before it leaves. All or nothing: a request that
+        raises, or an append that fails, leaves memory as the log has it and sends none."""
         self._begin(ts_ns)
+        orders: list[Order] = []
+        fresh: list[Event] = []
+        try:
+            for request in requests:
+                events, order = self._order_events(request, ts_ns)
+                for e in events:
+                    self._apply(e)
+                    fresh.append(e)
+                orders.append(order or self.book.get(events[0].client_order_id))
+            if fresh:
+                self.seq = self.store.append([*self._deferred, *fresh])
+                self._deferred.clear()
+        except Exception:
+            if fresh:
+                self._refold()
+            raise
+        self._seen.update(e.event_id for e in fresh)
+        sent = {e.client_order_id for e in fresh if isinstance(e, OrderSubmitted)}
+        for order in orders:
+            if order.client_order_id in sent:
+                self._call_venue("submit", order)
+        return orders
+
+    def _order_events(self, request: OrderRequest, ts_ns: int
+                      ) -> tuple[list[OrderEvent], Order | None]:  # fmt: skip
+        """The events of one new order given the state now (the risk check included), or
+        (no events, the order already in the book) for a resend of the same request."""
         if request.tag == KILL_SWITCH_TAG:
             raise OrderRequestError(f"tag {KILL_SWITCH_TAG!r} is reserved for the kill switch")
         contract = self._contract(request.symbol)
@@ -288,7 +334,7 @@ class TradingEngine:
         if cid in self.book:
             existing = self.book.get(cid)
             if _as_requested(existing.init) == dataclasses.replace(init, ts_ns=existing.init.ts_ns):
-                return existing
+                return [], existing
             raise DuplicateOrderError(
                 f"client order id {cid!r} is already used by {existing!r}; this request differs"
             )
@@ -300,13 +346,9 @@ class TradingEngine:
                 "contracts that reduce the position",
             )  # fmt: skip
         elif denial is not None:
-            self._commit([init, OrderDenied(ts_ns=ts_ns, client_order_id=cid,
-                                            check=denial.check, reason=denial.message)])  # fmt: skip
-            return self.book.get(cid)
-        self._commit([init, OrderSubmitted(ts_ns=ts_ns, client_order_id=cid)])
-        order = self.book.get(cid)
-        self._call_venue("submit", order)
-        return order
+            return [init, OrderDenied(ts_ns=ts_ns, client_order_id=cid, check=denial.check,
+                                      reason=denial.message)], None  # fmt: skip
+        return [init, OrderSubmitted(ts_ns=ts_ns, client_order_id=cid)], None
 
     def target_position(
         self, symbol: str, target: int, ts_ns: int, *, client_order_id: str | None = None,
