@@ -40,7 +40,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +120,9 @@ class SimulatedVenue:
         self._n = 0
         self._history: list[v.VenueReport] = []  # every report sent, in order
         self.known: set[str] = set()  # every client order id taken
+        self.taken: dict[str, _Resting] = {}
+        """A journaled venue's orders as each was taken (its terms; unchanged after), from its
+        journal: the local exchange rebuilds its view of an order from them."""
         self.positions: dict[str, int] = {}  # net contracts filled per symbol
         self.last_bar: dict[str, int] = {}  # ts of the last bar processed per symbol
         self.last_close: dict[str, int] = {}
@@ -187,6 +190,7 @@ class SimulatedVenue:
             r = v.decode_dataclass(_Resting, rec["order"])
             accepted = v.decode_dataclass(v.Accepted, rec["report"])
             self._resting[r.client_order_id] = r
+            self.taken[r.client_order_id] = replace(r)
             self.known.add(r.client_order_id)
             self._history.append(accepted)
         elif op == "report":
@@ -219,6 +223,7 @@ class SimulatedVenue:
         elif op == "state":
             self._resting = {r.client_order_id: r
                              for r in (v.decode_dataclass(_Resting, x) for x in rec["resting"])}
+            self.taken = {cid: replace(r) for cid, r in self._resting.items()}
             self._history = [v.report_from_json(x) for x in rec["history"]]
             known = rec["known"]
             if not isinstance(known, list) or not all(type(c) is str for c in known):
@@ -339,6 +344,7 @@ class SimulatedVenue:
         # the order and its acceptance in one line: a crash keeps both or neither
         if self._journal is not None:
             self._write("order", order=_resting_json(rest), report=asdict(accepted))
+            self.taken[rest.client_order_id] = replace(rest)
         self._resting[order.client_order_id] = rest
         self.known.add(order.client_order_id)
         self._history.append(accepted)

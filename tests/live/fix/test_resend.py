@@ -9,10 +9,11 @@ import time
 
 from foxhunt.execution import venue as v
 from foxhunt.live.fix.gateway import FixVenue
-from foxhunt.orders import OrderRequest, OrderType, Side
+from foxhunt.live.fix.settings import CLIENT_COMP_ID
+from foxhunt.orders import OrderRequest, OrderType, Side, TimeInForce
 from foxhunt.orders.state import OrderStatus
 
-from .helpers import CL, ES, T0, engine, es_market, exchange, free_port, gateway, pump
+from .helpers import CL, ES, T0, engine, es_market, exchange, free_port, gateway, pump, until
 
 
 def _kinds(reports) -> list[str]:
@@ -119,3 +120,38 @@ def test_the_journal_survives_a_restart_without_a_session(tmp_path):
     again = FixVenue(venue.config.path, {"ES": ES, "CL": CL})
     assert _kinds(again.history) == ["Accepted"]
     again.shutdown()
+
+
+def test_an_order_whose_terms_line_a_power_cut_lost_is_known_from_the_venue_journal(tmp_path):
+    """The exchange syncs an order once, with the simulated venue's line (its terms and its
+    acceptance); its own terms line is only flushed. Without that line (a power cut) the
+    restarted exchange rebuilds the order from the venue's line: it answers for it, fills it,
+    and takes a resend of it once."""
+    port = free_port()
+    ex = exchange(tmp_path, port, [es_market(10)])
+    venue = gateway(tmp_path, port)
+    eng = engine("sqlite://", venue)
+    try:
+        market = eng.submit(OrderRequest("ES", Side.BUY, 1), T0 + 1)
+        limit = eng.submit(OrderRequest("ES", Side.SELL, 2, OrderType.LIMIT, limit_price=5003.25,
+                                        time_in_force=TimeInForce.GTC), T0 + 1)  # fmt: skip
+        pump(eng, venue, lambda: limit.status is OrderStatus.ACCEPTED
+             and market.status is OrderStatus.ACCEPTED)  # fmt: skip
+        views = ex.accounts[CLIENT_COMP_ID].orders
+        before = {cid: vars(view).copy() for cid, view in views.items()}
+        ex.stop()
+        (tmp_path / "exchange" / CLIENT_COMP_ID / "orders.jsonl").write_text("")
+        ex = exchange(tmp_path, port, [es_market(10)])
+        after = {cid: vars(view) for cid, view in ex.accounts[CLIENT_COMP_ID].orders.items()}
+        assert after == before
+        until(lambda: venue.connected, what="the gateway's logon")
+        venue.submit(market)  # sent again: taken once
+        ex.play()
+        assert ex.wait(10)
+        pump(eng, venue, lambda: market.status is OrderStatus.FILLED
+             and limit.status is OrderStatus.FILLED)  # fmt: skip
+        assert sum(isinstance(r, v.Accepted) for r in venue.history) == 2
+        assert venue.positions(5) == {"ES": -1}
+    finally:
+        venue.shutdown()
+        ex.stop()

@@ -24,8 +24,10 @@ Threads: QuickFIX's acceptor thread calls `fromApp`; the playback thread plays b
 change the venues under `_lock` and put what they send in one outbound queue, which is sent
 after `_lock` is released, in order, under `_send_lock`: reports leave in the order the
 venues wrote them, and no thread waits for a QuickFIX session mutex while holding `_lock`.
-An order is journaled (fsync) before `fromApp` returns, so a killed exchange never loses an
-order its counterparty considers delivered.
+An order is journaled (fdatasync: the simulated venue's line holds its terms and its
+acceptance) before `fromApp` returns, so neither a killed exchange nor a power cut loses an
+order its counterparty considers delivered; the exchange's own terms line beside it is only
+flushed (rebuilt from the venue's journal when a power cut lost it).
 
 `on_wire` (optional; benchmarks/bench_live.py's tick-to-order latency) is called with ("md",
 "SYMBOL:TS", t) for each bar's market data message (X), t the `time.perf_counter_ns()` just
@@ -268,6 +270,11 @@ class LocalExchange:
             acct.orders[view.cid] = view
 
         read_json_lines(terms, take, lambda m: VenueJournalError(f"exchange orders {m}"))
+        for sim in venues.values():  # an order taken whose terms line a power cut lost
+            for cid, r in sim.taken.items():
+                if cid not in acct.orders:
+                    acct.orders[cid] = _View(cid, r.symbol, r.side, r.leaves, r.order_type,
+                                             r.time_in_force, r.limit_ticks, r.stop_ticks)
         for sim in venues.values():
             for report in sim.history:
                 view = acct.orders.get(report.client_order_id)
@@ -647,13 +654,18 @@ class LocalExchange:
             ts_ns=self.clock, text=why, rej_reason=code)))  # fmt: skip
 
     def _write_terms(self, acct: _Account, view: _View, rejected: str | None = None) -> None:
+        """The order's terms line, flushed (a killed exchange keeps it); synced only for an
+        order refused here. An order the venue takes is synced with the venue's journal line,
+        which holds the same terms (`SimulatedVenue.taken`: the view is rebuilt from them when
+        a power cut lost this line), so an order costs one sync, not two."""
         rec = {"cid": view.cid, "symbol": view.symbol, "side": view.side.value,
                "quantity": view.quantity, "type": view.order_type.value,
                "tif": view.tif.value, "limit": view.limit_ticks, "stop": view.stop_ticks,
                "rejected": rejected}  # fmt: skip
         acct.terms.write(json.dumps(rec) + "\n")
         acct.terms.flush()
-        os.fsync(acct.terms.fileno())
+        if rejected is not None:
+            os.fsync(acct.terms.fileno())
 
     def _known(self, acct: _Account, cid: str) -> bool:
         view = acct.orders.get(cid)
@@ -682,6 +694,8 @@ class LocalExchange:
         sim = acct.venues[symbol]
         sim.submit(_Ask(cid, symbol, view.side, view.quantity, view.order_type, view.tif,
                         view.limit_ticks, view.stop_ticks, self.clock))  # fmt: skip
+        if cid not in sim.taken:  # refused (its data ended): no venue line holds the terms
+            os.fsync(acct.terms.fileno())
         self._emit(acct, sim)
         self._event("order", client=acct.name, id=cid, symbol=symbol, side=view.side.value,
                     quantity=view.quantity, type=view.order_type.value)
