@@ -70,7 +70,7 @@ class Browser:
                 r["exceptionDetails"].get("exception", {}).get("description", "")))
         return r["result"].get("value")
 
-    def wait(self, expression: str, timeout: float = 30.0, what: str = ""):
+    def wait(self, expression: str, timeout: float = 60.0, what: str = ""):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -190,7 +190,7 @@ def key_create(ctx: typer.Context, user: Annotated[str, typer.Argument(help="The
 
 @key_app.command("list")
 def key_list(ctx: typer.Context, user: Annotated[str | None, typer.Option(
-        help="Only this user's keys.")] = None, db: DbOpt = None, as_json: JsonOpt = False) -> None:
+        help="Only this user's keys (default: every user's).")] = None, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """API keys (their ids and labels; never the keys)."""
     rows = _store(ctx, db).keys(user)
     if as_json:

@@ -31,6 +31,8 @@ from starlette.websockets import WebSocketDisconnect
 
 from foxhunt import telemetry
 from foxhunt.errors import FoxhuntError
+from foxhunt.jobs.model import JobKind, UnknownJobError
+from foxhunt.jobs.store import JobStore
 from foxhunt.paper.accounts import OrdersDoc, PositionsDoc, RiskDoc
 from foxhunt.server.auth import (
     AuthError,
@@ -86,6 +88,13 @@ class NewKey(Body):
     label: str = Field(max_length=100)
 
 
+class NewJob(Body):
+    kind: Literal["train", "backtest", "tune", "paper"]
+    args: list[str] = Field(max_length=200, description="the command's arguments, as on the "
+                            "command line after `foxhunt KIND`")
+    gpus: int | None = Field(None, ge=0, le=64)
+
+
 class RiskCommand(Body):
     reason: str = Field("", max_length=500)
 
@@ -99,6 +108,7 @@ class ServerState:
     throttle: LoginThrottle
     views: HomeViews
     hub: StreamHub
+    jobs: Any
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -123,7 +133,7 @@ def create_app(home: Path, config: ServerConfig | None = None, *, db_url: str | 
         throttle=LoginThrottle(config.login_failures, config.login_window_s),
         views=HomeViews(home, store_path or home / "store.duckdb",
                         instruments_file or home / "instruments.toml"),
-        hub=StreamHub(config.stream_poll_s))
+        hub=StreamHub(config.stream_poll_s), jobs=JobStore(engine))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -222,6 +232,10 @@ def _install_handlers(app: FastAPI, state: ServerState) -> None:
     async def not_found(_request: Request, exc: NotFound):
         return _error(404, str(exc))
 
+    @app.exception_handler(UnknownJobError)
+    async def unknown_job(_request: Request, exc: UnknownJobError):
+        return _error(404, str(exc))
+
     @app.exception_handler(AuthError)
     async def auth_error(_request: Request, exc: AuthError):
         text = str(exc)
@@ -243,6 +257,7 @@ def _install_handlers(app: FastAPI, state: ServerState) -> None:
 
 def _routes(app: FastAPI, state: ServerState) -> None:
     views = state.views
+    state_ = state
     roles: dict[tuple[str, str], Role] = {}
     app.state.route_roles = roles
     """(method, path) -> the least role a route needs, filled as the routes are declared."""
@@ -418,6 +433,30 @@ def _routes(app: FastAPI, state: ServerState) -> None:
                                who=f"{who.name} through the API")
         return JSONResponse(doc.document())
 
+    @route("GET", "/jobs", Role.viewer)
+    def jobs(who: Viewer, state: str | None = None,
+             last: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
+        listed = state_.jobs.list([state] if state else (), last)
+        return {"jobs": [j.doc() for j in listed]}
+
+    @route("GET", "/jobs/{job_id}", Role.viewer)
+    def job(who: Viewer, job_id: int) -> dict[str, Any]:
+        return state_.jobs.get(job_id).doc()
+
+    @route("POST", "/jobs", Role.trader, status_code=201)
+    def submit_job(who: Trader, body: NewJob, request: Request) -> dict[str, Any]:
+        for arg in body.args:
+            if arg.startswith(("/", "~")) or ".." in Path(arg).parts or "\x00" in arg:
+                raise HTTPException(400, f"job argument {arg[:60]!r}: paths go through the API "
+                                    "relative to FOXHUNT_HOME, without '..'")
+        job = state_.jobs.submit(JobKind(body.kind), body.args, who.name, body.gpus)
+        request.state.audit_detail = f"job {job.id}: {body.kind} {' '.join(body.args)[:300]}"
+        return job.doc()
+
+    @route("POST", "/jobs/{job_id}/cancel", Role.trader)
+    def cancel_job(who: Trader, job_id: int) -> dict[str, Any]:
+        return state_.jobs.cancel(job_id).doc()
+
     # --- admin: users, keys, audit ------------------------------------------------------------
     @route("GET", "/users", Role.admin)
     def users(who: Admin) -> list[dict[str, Any]]:
@@ -493,6 +532,27 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             pass
         finally:
             state.hub.unsubscribe(account, queue)
+
+    @app.websocket(API + "/ws/jobs")
+    async def jobs_stream(ws: WebSocket):
+        if await _ws_sign_in(ws, state, Role.viewer) is not None:
+            await _jobs_stream(ws, state)
+
+
+async def _jobs_stream(ws: WebSocket, state: ServerState) -> None:
+    """The job queue, sent whenever a job's state or progress changes (the workers write the
+    table from other processes; one read every half second finds it)."""
+    last = None
+    try:
+        while True:
+            jobs = await asyncio.to_thread(state.jobs.list, (), 100)
+            doc = [j.doc() for j in jobs]
+            if doc != last:
+                await ws.send_text(json.dumps({"type": "jobs", "jobs": doc}))
+                last = doc
+            await asyncio.sleep(0.5)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
 
 
 async def _ws_sign_in(ws: WebSocket, state: ServerState, role: Role) -> Principal | None:

@@ -289,7 +289,7 @@ function renderJobs(jobs) {
     const pct = p.fraction != null ? ` ${(100 * p.fraction).toFixed(0)}%` : "";
     const live = j.state === "queued" || j.state === "running";
     return `<tr><td>${j.id}</td><td>${j.kind}</td><td>${j.state}</td><td>${(p.phase || "")}${pct}</td>
-      <td>${j.submitted_by ?? ""}</td><td>${j.submitted_ns ? fmtTs(j.submitted_ns) : ""}</td>
+      <td>${j.submitted_by ?? ""}</td><td>${(j.submitted_at || "").slice(0, 19).replace("T", " ")}</td>
       <td>${canCancel && live ? `<button data-cancel="${j.id}">Cancel</button>` : ""}</td></tr>`; }).join("");
   $("job-list").querySelectorAll("button[data-cancel]").forEach((b) => b.addEventListener("click", () =>
     api(`/jobs/${b.dataset.cancel}/cancel`, { method: "POST", body: "{}" }).catch(fail)));
