@@ -61,6 +61,7 @@ from foxhunt.training.evaluate import (
 )
 from foxhunt.training.graphs import SETUP
 from foxhunt.training.learner import Learner
+from foxhunt.training.tracking import RunTracker
 from foxhunt.training.verdict import (
     COLLAPSED_FLAT,
     NO_EDGE,
@@ -219,6 +220,7 @@ class WalkForwardTrainer:
         self.rollout_graphs = cuda and perf.cuda_graphs
         self.rollout_compile = cuda and perf.compile
         self.phases = dict.fromkeys(PHASES, 0.0)
+        self.tracker = RunTracker.off()  # `run` opens one (tracking.py)
 
     @property
     def folds(self) -> list[Fold]:
@@ -243,14 +245,17 @@ class WalkForwardTrainer:
         done = self._finished_folds() if resume else {}
         began = time.perf_counter()
         self.phases = dict.fromkeys(PHASES, 0.0)
-        for fold in self.folds:
-            result.folds.append(done[fold.index] if fold.index in done
-                                else self._run_fold(fold, resume))
-            _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
-            result.phases = self.phase_split(time.perf_counter() - began)
-            _write_json(self.run_dir / "phases.json", result.phases)
-            if self.on_fold:
-                self.on_fold(result.folds[-1])
+        with RunTracker(self.run_dir, spec_doc, resume) as self.tracker:
+            for fold in self.folds:
+                result.folds.append(done[fold.index] if fold.index in done
+                                    else self._run_fold(fold, resume))
+                _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
+                result.phases = self.phase_split(time.perf_counter() - began)
+                _write_json(self.run_dir / "phases.json", result.phases)
+                self.tracker.fold_done(result.folds[-1])
+                if self.on_fold:
+                    self.on_fold(result.folds[-1])
+        self.tracker = RunTracker.off()
         return result
 
     def phase_split(self, total: float) -> dict[str, Any]:
@@ -287,11 +292,12 @@ class WalkForwardTrainer:
     def _run_fold(self, fold: Fold, resume: bool) -> FoldReport:
         """One fold from its boundary to its report. Its learner (replay, captured graphs,
         device tensors) is released on return, before the next fold builds its own."""
-        with self._timed("setup_compile"):
-            ctx = self.start_fold(fold)
-            if resume:
-                self._resume(ctx)
-        return self.train_fold(ctx)
+        with self.tracker.fold(fold.index):
+            with self._timed("setup_compile"):
+                ctx = self.start_fold(fold)
+                if resume:
+                    self._resume(ctx)
+            return self.train_fold(ctx)
 
     def fold_seed(self, fold: Fold) -> int:
         return self.spec.train.seed * 1_000_003 + fold.index
@@ -443,6 +449,7 @@ class WalkForwardTrainer:
             self._append("run.jsonl", line)
             ctx.epochs.append(line)
             self._append("timings.jsonl", timing)
+            self.tracker.epoch(line, timing)
             if epoch == t.epochs - 1 or time.perf_counter() - ctx.saved_at >= RESUME_EVERY_S:
                 self._save_last(ctx, epoch)
                 ctx.saved_at = time.perf_counter()
