@@ -6,11 +6,11 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from foxhunt.server.app import create_app  # noqa: E402
-from foxhunt.server.auth import Argon2Settings, Role  # noqa: E402
-from foxhunt.server.config import ServerConfig  # noqa: E402
+from foxhunt.server.app import create_app
+from foxhunt.server.auth import Argon2Settings, Role
+from foxhunt.server.config import ServerConfig
 
 CHEAP = Argon2Settings(time_cost=1, memory_kib=64, parallelism=1)
 PASSWORD = "a long enough secret"

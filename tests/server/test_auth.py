@@ -52,7 +52,7 @@ def test_an_api_key_is_shown_once_checked_against_its_hash_and_revocable(store):
     assert store.check_key(key) == Principal("bot", Role.viewer, f"key:{key_id}")
     assert store.check_key(key[:-1] + ("A" if key[-1] != "A" else "B")) is None
     assert store.check_key("fhk_nothing") is None
-    assert [k["revoked"] for k in store.keys()] == [False]
+    assert [k["revoked"] for k in store.list_keys()] == [False]
     store.revoke_key(key_id)
     assert store.check_key(key) is None
     with pytest.raises(AuthError, match="no active key"):
@@ -71,7 +71,7 @@ def test_bad_user_and_key_commands_are_one_line_and_write_nothing(store, call, m
     with pytest.raises(AuthError, match=message.replace("(", r"\(").replace(".", r"\.")) as e:
         call(store)
     assert "\n" not in str(e.value)
-    assert store.users() == before and store.keys() == []
+    assert store.users() == before and store.list_keys() == []
 
 
 def test_a_second_user_of_one_name_is_refused(store):

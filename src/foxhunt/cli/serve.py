@@ -192,7 +192,7 @@ def key_create(ctx: typer.Context, user: Annotated[str, typer.Argument(help="The
 def key_list(ctx: typer.Context, user: Annotated[str | None, typer.Option(
         help="Only this user's keys (default: every user's).")] = None, db: DbOpt = None, as_json: JsonOpt = False) -> None:
     """API keys (their ids and labels; never the keys)."""
-    rows = _store(ctx, db).keys(user)
+    rows = _store(ctx, db).list_keys(user)
     if as_json:
         emit_json("keys", {"keys": rows})
         return

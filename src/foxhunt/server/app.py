@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
@@ -53,6 +54,9 @@ STATIC = Path(__file__).parent / "static"
 PUBLIC = {f"{API}/health", f"{API}/auth/token", "/", "/static"}
 """Paths anyone may call: the health check, signing in, the dashboard's page and files."""
 MUTATING = {"POST", "PUT", "PATCH", "DELETE"}
+MAX_INT = 2**62
+"""The largest number a query takes: it fits every database's 64-bit integer."""
+JobId = Annotated[int, PathParam(ge=1, le=MAX_INT)]
 
 
 class Body(BaseModel):
@@ -320,7 +324,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:
 
     @route("GET", "/series/{symbol}/bars", Role.viewer)
     def series_bars(who: Viewer, symbol: str, bars: str = "1min",
-                    start_ns: int | None = None, end_ns: int | None = None,
+                    start_ns: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
+                    end_ns: Annotated[int | None, Query(ge=0, le=MAX_INT)] = None,
                     last: Annotated[int, Query(ge=0, le=100_000)] = 500) -> dict[str, Any]:
         return views.bars(symbol, bars, start_ns, end_ns, last)
 
@@ -395,7 +400,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         return JSONResponse(_with_account(account, lambda e, u: risk_doc(e, account, u)).document())
 
     @route("GET", "/accounts/{account}/events", Role.viewer)
-    def events(who: Viewer, account: str, after: Annotated[int, Query(ge=0)] = 0,
+    def events(who: Viewer, account: str, after: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
                limit: Annotated[int, Query(ge=1, le=10_000)] = 1000) -> list[dict[str, Any]]:
         from itertools import islice
 
@@ -434,13 +439,14 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         return JSONResponse(doc.document())
 
     @route("GET", "/jobs", Role.viewer)
-    def jobs(who: Viewer, state: str | None = None,
+    def jobs(who: Viewer,
+             state: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
              last: Annotated[int, Query(ge=1, le=1000)] = 100) -> dict[str, Any]:
         listed = state_.jobs.list([state] if state else (), last)
         return {"jobs": [j.doc() for j in listed]}
 
     @route("GET", "/jobs/{job_id}", Role.viewer)
-    def job(who: Viewer, job_id: int) -> dict[str, Any]:
+    def job(who: Viewer, job_id: JobId) -> dict[str, Any]:
         return state_.jobs.get(job_id).doc()
 
     @route("POST", "/jobs", Role.trader, status_code=201)
@@ -454,7 +460,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         return job.doc()
 
     @route("POST", "/jobs/{job_id}/cancel", Role.trader)
-    def cancel_job(who: Trader, job_id: int) -> dict[str, Any]:
+    def cancel_job(who: Trader, job_id: JobId) -> dict[str, Any]:
         return state_.jobs.cancel(job_id).doc()
 
     # --- admin: users, keys, audit ------------------------------------------------------------
@@ -490,7 +496,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
 
     @route("GET", "/keys", Role.admin)
     def keys(who: Admin) -> list[dict[str, Any]]:
-        return state.auth.keys()
+        return state.auth.list_keys()
 
     @route("POST", "/keys", Role.admin, status_code=201)
     def create_key(who: Admin, body: NewKey, request: Request) -> dict[str, Any]:

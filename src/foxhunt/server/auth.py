@@ -217,7 +217,7 @@ class AuthStore:
         if done != 1:
             raise AuthError(f"no active key {key_id!r}")
 
-    def keys(self, user: str | None = None) -> list[dict[str, Any]]:
+    def list_keys(self, user: str | None = None) -> list[dict[str, Any]]:
         q = sa.select(api_keys.c.key_id, api_keys.c.user_name, api_keys.c.label,
                       api_keys.c.created_ns, api_keys.c.revoked_ns).order_by(api_keys.c.created_ns)
         if user is not None:
