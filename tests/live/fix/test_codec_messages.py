@@ -3,9 +3,12 @@ one that setting each field through QuickFIX gives, for every message the stack 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from foxhunt.live.fix import codec
 from foxhunt.live.fix.codec import FixFieldError
@@ -81,3 +84,37 @@ def test_a_tag_given_twice_keeps_its_last_value_as_setting_it_twice_does():
 def test_a_value_holding_the_delimiter_is_refused():
     with pytest.raises(FixFieldError, match="tag 58"):
         codec.message("j", [(11, "P1"), (58, f"two{codec.SOH}fields")])
+
+
+def reference_parse_time(text: str) -> int:
+    head, _, frac = text.partition(".")
+    stamp = datetime.strptime(head, "%Y%m%d-%H:%M:%S").replace(tzinfo=UTC)
+    if frac and (not frac.isdigit() or len(frac) > 9):
+        raise ValueError(frac)
+    return int(stamp.timestamp()) * 1_000_000_000 + int((frac or "0").ljust(9, "0"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ts=st.integers(0, 4_102_444_800 * 10**9), ms=st.booleans())
+def test_times_written_and_read_back_are_the_strptime_ones(ts, ms):
+    ts = ts - ts % 1_000_000 if ms else ts
+    text = codec.fix_time(ts)
+    exact_ms = ts % 1_000_000 == 0
+    assert text == (datetime.fromtimestamp(ts // 10**9, tz=UTC).strftime("%Y%m%d-%H:%M:%S")
+                    + (f".{ts % 10**9 // 10**6:03d}" if exact_ms else f".{ts % 10**9:09d}"))
+    assert codec.parse_time(text) == reference_parse_time(text) == ts
+
+
+@pytest.mark.parametrize("text", [
+    "20240230-10:00:00", "20241301-10:00:00", "20240305-24:00:00", "20240305-14:01:60",
+    "20240305-14:01:00.1234567890", "20240305-14:01:00.12a", "2024035-14:01:00", "junk", "",
+    "20240305 14:01:00", "20240305-14:01:00.", "20240305-4:01:00",
+])  # fmt: skip
+def test_a_bad_time_is_refused_as_strptime_refuses_it(text):
+    try:
+        expected = reference_parse_time(text)
+    except ValueError:
+        with pytest.raises(FixFieldError):
+            codec.parse_time(text)
+    else:
+        assert codec.parse_time(text) == expected
