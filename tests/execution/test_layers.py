@@ -1,5 +1,6 @@
 """The trading core's layers import downwards only: orders < portfolio < risk < execution,
-over data/, env/, errors.py, configbase.py, fileio.py and events.py; never training, backtest,
+over data/, env/, errors.py, configbase.py, fileio.py, events.py and telemetry.py (a leaf:
+OpenTelemetry, imported only where it is on); never training, backtest,
 report or the CLI. paper/ sits above execution: it also reads features, agents, checkpoints
 (training) and the backtest's strategies, never report or the CLI."""
 
@@ -12,7 +13,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "foxhunt"
 BASE = {"foxhunt.data", "foxhunt.env", "foxhunt.errors", "foxhunt.configbase", "foxhunt.fileio",
-        "foxhunt.events"}
+        "foxhunt.events", "foxhunt.telemetry"}
 ALLOWED = {
     "orders": BASE | {"foxhunt.orders"},
     "portfolio": BASE | {"foxhunt.orders", "foxhunt.portfolio"},

@@ -23,6 +23,7 @@ from typing import Any
 from foxhunt.errors import UnknownSymbolError
 from foxhunt.events import Event
 from foxhunt.execution import venue as v
+from foxhunt.execution.observe import OrderTelemetry
 from foxhunt.execution.store import EventLogError, EventStore, StoredEvent
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract, Price
@@ -52,6 +53,7 @@ from foxhunt.portfolio.events import AccountOpened, PositionAdopted, PriceMarked
 from foxhunt.risk.config import RiskConfig
 from foxhunt.risk.engine import KILL_SWITCH_TAG, RiskDenial, RiskEngine
 from foxhunt.risk.events import Cause, DrawdownReset, ModifyDenied, TradingState
+from foxhunt.telemetry import enabled as telemetry_on
 
 
 def _as_requested(init: OrderInitialized) -> OrderInitialized:
@@ -87,6 +89,7 @@ class TradingEngine:
         self._in_venue_call = False
         self._returns: Mapping[str, Any] | None = None
         self._stale: dict[str, str] = {}
+        self._telemetry: OrderTelemetry | None = None
         self._fold()
 
     @classmethod
@@ -291,19 +294,34 @@ class TradingEngine:
         ones) go to the log in one transaction; then the orders that passed are sent, in
         order. Every order is in the log before it leaves. All or nothing: a request that
         raises, or an append that fails, leaves memory as the log has it and sends none."""
+        if not telemetry_on():
+            return self._submit_many(requests, ts_ns, None)
+        tel = self._observer()
+        with tel.span("foxhunt.orders.submit", {"foxhunt.orders": len(requests)}):
+            return self._submit_many(requests, ts_ns, tel)
+
+    def _observer(self) -> OrderTelemetry:
+        if self._telemetry is None:
+            self._telemetry = OrderTelemetry()
+        return self._telemetry
+
+    def _submit_many(self, requests: list[OrderRequest], ts_ns: int,
+                     tel: OrderTelemetry | None) -> list[Order]:  # fmt: skip
         self._begin(ts_ns)
         orders: list[Order] = []
         fresh: list[Event] = []
         try:
             for request in requests:
-                events, order = self._order_events(request, ts_ns)
+                events, order = self._order_events(request, ts_ns, tel)
                 for e in events:
                     self._apply(e)
                     fresh.append(e)
                 orders.append(order or self.book.get(events[0].client_order_id))
-            if fresh:
-                self.seq = self.store.append([*self._deferred, *fresh])
-                self._deferred.clear()
+            if fresh and tel is not None:
+                with tel.span("foxhunt.orders.log_append", {"foxhunt.events": len(fresh)}):
+                    self._append_fresh(fresh)
+            elif fresh:
+                self._append_fresh(fresh)
         except Exception:
             if fresh:
                 self._refold()
@@ -311,11 +329,23 @@ class TradingEngine:
         self._seen.update(e.event_id for e in fresh)
         sent = {e.client_order_id for e in fresh if isinstance(e, OrderSubmitted)}
         for order in orders:
-            if order.client_order_id in sent:
+            if order.client_order_id not in sent:
+                continue
+            if tel is None:
                 self._call_venue("submit", order)
+                continue
+            with tel.span("foxhunt.order.send", {"foxhunt.order.id": order.client_order_id}):
+                self._call_venue("submit", order)
+            tel.sent(order)
+        if tel is not None:
+            tel.submitted_call(len(sent), sum(isinstance(e, OrderDenied) for e in fresh))
         return orders
 
-    def _order_events(self, request: OrderRequest, ts_ns: int
+    def _append_fresh(self, fresh: list[Event]) -> None:
+        self.seq = self.store.append([*self._deferred, *fresh])
+        self._deferred.clear()
+
+    def _order_events(self, request: OrderRequest, ts_ns: int, tel: OrderTelemetry | None
                       ) -> tuple[list[OrderEvent], Order | None]:  # fmt: skip
         """The events of one new order given the state now (the risk check included), or
         (no events, the order already in the book) for a resend of the same request."""
@@ -338,7 +368,12 @@ class TradingEngine:
             raise DuplicateOrderError(
                 f"client order id {cid!r} is already used by {existing!r}; this request differs"
             )
-        denial = self.risk.check_order(init, ts_ns)
+        if tel is None:
+            denial = self.risk.check_order(init, ts_ns)
+        else:
+            with tel.span("foxhunt.order.risk_check") as span:
+                denial = self.risk.check_order(init, ts_ns)
+                tel.risk_checked(span, init, denial)
         if denial is not None and denial.closing:
             init = dataclasses.replace(
                 init, quantity=denial.closing, requested_quantity=init.quantity,
@@ -428,6 +463,15 @@ class TradingEngine:
         ended. An event the order's state does not allow raises IllegalTransition and changes
         nothing. With `defer` the event is logged with the next append (see `_commit`): only
         for a venue whose journal keeps every report, which reconciliation offers again."""
+        if not telemetry_on():
+            return self._on_report(report, defer)
+        tel = self._observer()
+        with tel.span("foxhunt.order.report") as span:
+            event = self._on_report(report, defer)
+            tel.report(report, event, span)
+            return event
+
+    def _on_report(self, report: v.VenueReport, defer: bool) -> Event | None:
         self._begin(report.ts_ns)
         order = self.book.get(report.client_order_id)
         if order.is_terminal and isinstance(report, v.CancelRejected | v.ModifyRejected):
