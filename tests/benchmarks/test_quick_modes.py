@@ -30,6 +30,7 @@ TIMEOUT_S = 300
 
 COMMON = {"benchmark", "meta", "quick"}
 KEYS = {
+    "bench_api": COMMON | {"versions", "server", "rest", "fan_out", "server_stop"},
     "bench_data": COMMON | {"date", "host", "timing", "resample", "features"},
     "bench_backtest": COMMON | {"greedy", "sma"},
     "bench_train": COMMON | {"mode", "config", "update", "collect", "sb3", "notes"},
@@ -109,6 +110,11 @@ def test_quick_mode_runs_and_prints_the_full_modes_document(script, tmp_path):
     if script == "bench_oms":
         assert doc["submit_durable_postgresql"]["skipped"].startswith("--quick")
         assert doc["paper_replay_sqlite_file_and_venue_journal"]["bars"] > 0
+    if script == "bench_api":  # every request answered, every event at every client
+        assert doc["rest"]["errors"] == 0 and doc["rest"]["latency_from_due"]["n"] > 0
+        f = doc["fan_out"]
+        assert f["lost"] == 0 and f["deliveries"] == f["expected_deliveries"] > 0
+        assert doc["server_stop"].startswith("stopped")
     if script == "bench_live":  # every latency run timed orders; every order acknowledged
         assert all(r["decisions_timed"] > 0 and isinstance(r["p99_us"], float)
                    for r in doc["tick_to_order"].values())
