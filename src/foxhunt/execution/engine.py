@@ -217,14 +217,19 @@ class TradingEngine:
         return len(self._deferred)
 
     def follow(self) -> list[StoredEvent]:
-        """Apply what another writer appended since this engine last read the log: a read-only
-        view (a dashboard's, a server's) kept current without folding the whole log again."""
-        new = list(self.store.read(self.seq))
-        for seq, event in new:
-            if event.event_id not in self._seen:
-                self._apply(event)
-                self._seen.add(event.event_id)
-            self.seq = seq
+        """Apply what another writer appended since this engine last read the log, and make the
+        next append follow it: a view (a dashboard's) kept current, or an operator's command
+        made on the log as it is now, without folding the whole log again."""
+        new: list[StoredEvent] = []
+        while (latest := self.store.sync()) != self.seq:
+            for seq, event in self.store.read(self.seq):
+                if seq > latest:
+                    break
+                if event.event_id not in self._seen:
+                    self._apply(event)
+                    self._seen.add(event.event_id)
+                self.seq = seq
+                new.append(StoredEvent(seq, event))
         return new
 
     def _refold(self) -> None:

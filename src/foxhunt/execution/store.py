@@ -48,6 +48,16 @@ class DuplicateEventError(EventLogError):
     pass
 
 
+class SeqTakenError(EventLogError):
+    """Another writer appended first (an operator's command beside a running trader): nothing
+    was stored; fold the log again and retry."""
+
+
+class LogBusyError(EventLogError):
+    """Another process held the log's write lock past the busy timeout (or SQLite refused to
+    wait, as it does for a snapshot another writer moved): nothing was stored; retry."""
+
+
 class StoredEvent(NamedTuple):
     seq: int
     event: Event
@@ -139,8 +149,7 @@ def _sqlite_reason(exc: BaseException, path: str) -> tuple[str, str]:
     if code.startswith("SQLITE_FULL") or "disk is full" in low:
         return "the disk is full", "free space and run the command again"
     if code.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
-        return ("another process holds it locked",
-                "let that process finish (or stop it) and run the command again")
+        return _BUSY
     if code.startswith(("SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_READONLY", "SQLITE_AUTH")) \
             or "unable to open" in low or "readonly" in low:
         return (f"the file cannot be opened for writing ({line})",
@@ -150,6 +159,10 @@ def _sqlite_reason(exc: BaseException, path: str) -> tuple[str, str]:
                 "check the disk (dmesg), then run the command again; if it repeats, "
                 + _restore(path))
     return f"SQLite failed ({line})", "run the command again; if it repeats, " + _restore(path)
+
+
+_BUSY = ("another process holds it locked",
+         "let that process finish (or stop it) and run the command again")
 
 
 def _restore(path: str) -> str:
@@ -277,7 +290,9 @@ class SqlEventStore:
             what, todo = _sqlite_reason(exc, self.name)
         else:
             what, todo = _postgres_reason(exc)
-        return EventLogError(f"event log {self.name}: {doing}: {what}; {todo}")
+        busy = what == _BUSY[0]
+        return (LogBusyError if busy else EventLogError)(
+            f"event log {self.name}: {doing}: {what}; {todo}")
 
     def _damaged(self, what: str) -> EventLogError:
         return EventLogError(f"event log {self.name}: cannot open it: the file is damaged "
@@ -461,7 +476,7 @@ class SqlEventStore:
                     f"event log {self.name}: event {stored[0]} is already stored; nothing appended"
                 ) from None
             self._last = self._read_last()
-            raise EventLogError(
+            raise SeqTakenError(
                 f"event log {self.name}: seq {rows[0][0]} was taken by another writer; "
                 "one writer per log (nothing appended)"
             ) from None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -239,18 +240,40 @@ def risk_doc(engine, account: str, url: str, **extra: Any) -> RiskDoc:
 
 
 def operator_command(home: Path, account: str, log: str | None, contracts: Mapping[str, Any],
-                     action: str, reason: str, who: str = "the command line") -> RiskDoc:
+                     action: str, reason: str, who: str = "the command line",
+                     attempts: int = 20) -> RiskDoc:
     """Halt, reduce, resume or kill an account: an event in its log (a kill also cancels and
-    flattens at the venue, see `kill`). Refuses a state the account is already in."""
-    from foxhunt.orders.errors import TradingError
-    from foxhunt.risk.events import TradingState
+    flattens at the venue, see `kill`). Refuses a state the account is already in. A trader
+    appending at the same moment now and then takes the log's next sequence number (or its
+    lock, or stores an event the command also made, a new trading day's) first: nothing of the
+    command was stored, and it is made again on the log as it has become, up to `attempts`
+    times."""
 
     if action not in OPERATOR_ACTIONS:
         raise ConfigError(f"risk action {action!r}: use {', '.join(OPERATOR_ACTIONS)}")
+    for attempt in range(attempts):
+        try:
+            return _operator_once(home, account, log, contracts, action, reason, who)
+        except _Retry:
+            time.sleep(0.01 * (attempt + 1))
+    raise FoxhuntError(f"risk {action}: the log of {account!r} kept moving under {attempts} "
+                       "tries (a trader appending without pause); try again")
+
+
+class _Retry(Exception):
+    pass
+
+
+def _operator_once(home, account, log, contracts, action, reason, who) -> RiskDoc:
+    from foxhunt.execution.store import DuplicateEventError, LogBusyError, SeqTakenError
+    from foxhunt.orders.errors import TradingError
+    from foxhunt.risk.events import TradingState
+
     engine, url = open_account(home, account, log, contracts)
-    ts = log_clock(engine)
     note = None
     try:
+        engine.follow()  # what a trader appended while the log was folded: a short race left
+        ts = log_clock(engine)
         if action == "kill":
             note = kill(home, engine, account, log, ts, reason or f"kill switch from {who}")
         else:
@@ -260,6 +283,8 @@ def operator_command(home: Path, account: str, log: str | None, contracts: Mappi
                 raise FoxhuntError(f"account {account!r} is already {state}")
             engine.set_trading_state(state, ts, reason or f"{action} from {who}")
     except TradingError as exc:
+        if isinstance(exc, SeqTakenError | LogBusyError | DuplicateEventError):
+            raise _Retry from exc
         raise FoxhuntError(f"risk {action}: {exc}") from None
     finally:
         engine.store.close()
