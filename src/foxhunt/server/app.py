@@ -103,6 +103,22 @@ class RiskCommand(Body):
     reason: str = Field("", max_length=500)
 
 
+class ApiMetrics:
+    """The server's OpenTelemetry instruments, made on first use (telemetry may be configured
+    after the app is built): request duration by route and status."""
+
+    def __init__(self):
+        self._duration = None
+
+    def request(self, method: str, route: str, status: int, elapsed_ms: float) -> None:
+        if self._duration is None:
+            self._duration = telemetry.meter("foxhunt.server").create_histogram(
+                "foxhunt.api.request.duration", unit="ms",
+                description="time from a request's arrival to its response, by route")
+        self._duration.record(elapsed_ms, {"http.request.method": method, "http.route": route,
+                                           "http.response.status_code": status})
+
+
 @dataclass
 class ServerState:
     home: Path
@@ -113,6 +129,7 @@ class ServerState:
     views: HomeViews
     hub: StreamHub
     jobs: Any
+    metrics: ApiMetrics
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -137,7 +154,7 @@ def create_app(home: Path, config: ServerConfig | None = None, *, db_url: str | 
         throttle=LoginThrottle(config.login_failures, config.login_window_s),
         views=HomeViews(home, store_path or home / "store.duckdb",
                         instruments_file or home / "instruments.toml"),
-        hub=StreamHub(config.stream_poll_s), jobs=JobStore(engine))
+        hub=StreamHub(config.stream_poll_s), jobs=JobStore(engine), metrics=ApiMetrics())
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -210,7 +227,17 @@ def _install_handlers(app: FastAPI, state: ServerState) -> None:
         with telemetry.span(f"HTTP {request.method}", {"http.request.method": request.method,
                                                        "url.path": request.url.path}) as span:
             response = await call_next(request)
-            span.set_attribute("http.response.status_code", response.status_code)
+            route = request.scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            elapsed_ms = 1e3 * (time.perf_counter() - started)
+            if telemetry.enabled():
+                span.update_name(f"HTTP {request.method} {template}")
+                span.set_attribute("http.route", template)
+                span.set_attribute("http.response.status_code", response.status_code)
+                who = getattr(request.state, "principal", None)
+                if who is not None:
+                    span.set_attribute("enduser.id", who.name)
+                state.metrics.request(request.method, template, response.status_code, elapsed_ms)
         if request.method in MUTATING and request.url.path.startswith(API):
             who = getattr(request.state, "principal", None)
             actor = who.name if who is not None else "anonymous"
@@ -219,7 +246,7 @@ def _install_handlers(app: FastAPI, state: ServerState) -> None:
                                     f"{request.method} {request.url.path}",
                                     response.status_code, detail)
         log.debug("%s %s %s %.1f ms", request.method, request.url.path, response.status_code,
-                  1e3 * (time.perf_counter() - started))
+                  elapsed_ms)
         return response
 
     @app.exception_handler(StarletteHTTPException)
