@@ -112,13 +112,14 @@ def prepare_home(home: Path) -> None:
 class Server:
     """`python -m foxhunt serve` on 127.0.0.1 and a free port, in its own process."""
 
-    def __init__(self, home: Path, profile: Path | None = None, poll_s: float | None = None):
+    def __init__(self, home: Path, profile: Path | None = None, poll_s: float | None = None,
+                 send_text: bool = False):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         argv = ["-m", "foxhunt", "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-        if profile is not None or poll_s is not None:
+        if profile is not None or poll_s is not None or send_text:
             argv = [str(Path(__file__).resolve()), "--_serve", str(home), str(self.port),
-                    str(profile or ""), str(poll_s or "")]
+                    str(profile or ""), str(poll_s or ""), str(int(send_text))]
         self.proc = subprocess.Popen(
             [sys.executable, *argv], env={**os.environ, "FOXHUNT_HOME": str(home)},
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -157,17 +158,27 @@ class Server:
             return "did not stop within 20 s of SIGTERM: killed"
 
 
-def serve(home: Path, port: int, profile: str, poll_s: str) -> None:
+def serve(home: Path, port: int, profile: str, poll_s: str, send_text: bool) -> None:
     """Worker: the app `foxhunt serve` builds, under uvicorn as it runs it, with
-    `stream_poll_s` set and/or the event loop's thread under cProfile (stats to `profile`
-    when SIGTERM ends it)."""
+    `stream_poll_s` set, the event loop's thread under cProfile (stats to `profile` when
+    SIGTERM ends it) and/or, `send_text`, the account stream sending each batch's JSON made
+    once (`streams.Batch.text`) instead of `json.dumps(batch)` once a client: the app module's
+    `json` swapped for one whose `dumps` returns a batch's text (what a one-line change of
+    app.py's stream loop would do)."""
     import cProfile
     import signal
+    import types
 
     import uvicorn
 
+    from foxhunt.server import app as app_module
     from foxhunt.server.app import create_app
     from foxhunt.server.config import ServerConfig
+
+    if send_text:
+        dumps = json.dumps
+        app_module.json = types.SimpleNamespace(**{**vars(json), "dumps": lambda obj, *a, **k: (
+            getattr(obj, "text", None) or dumps(obj, *a, **k))})
 
     config = ServerConfig(host="127.0.0.1", port=port,
                           **({"stream_poll_s": float(poll_s)} if poll_s else {}))
@@ -242,10 +253,29 @@ async def _rest(base: str, token: str, rate: float, seconds: float) -> dict[str,
             "per_route": per_route}
 
 
+def rest_service(server: Server, n: int = 20) -> dict[str, Any]:
+    """Each route's service time: one request at a time (closed loop), n a route, after one."""
+    import httpx
+
+    out = {}
+    with httpx.Client(base_url=server.base, timeout=10.0,
+                      headers={"Authorization": f"Bearer {server.token}"}) as client:
+        for path in REST_ROUTES:
+            client.get(path).raise_for_status()
+            lat = []
+            for _ in range(n):
+                t = time.perf_counter_ns()
+                client.get(path).raise_for_status()
+                lat.append(time.perf_counter_ns() - t)
+            out[path] = quantiles_ms(np.asarray(lat))
+    return out
+
+
 def rest_load(server: Server, rate: float, seconds: float) -> dict[str, Any]:
-    cpu0 = cpu_s(server.proc.pid)
+    cpu0, me0 = cpu_s(server.proc.pid), time.process_time()
     doc = asyncio.run(_rest(server.base, server.token, rate, seconds))
     doc["server_cpu_s"] = round(cpu_s(server.proc.pid) - cpu0, 2)
+    doc["load_generator_cpu_s"] = round(time.process_time() - me0, 2)
     doc["target"] = f"p99 <= {TARGETS['rest_p99_ms']:g} ms, no errors"
     doc["target_met"] = bool(doc["errors"] == 0 and doc["latency_from_due"]["p99_ms"]
                              <= TARGETS["rest_p99_ms"])
@@ -443,6 +473,9 @@ def fan_out(server: Server, home: Path, folder: Path, clients: int, procs: int, 
 
 def table(results: dict[str, Any]) -> str:
     r, f = results["rest"], results["fan_out"]
+    if "skipped" in r:
+        r = {"rate_per_s": 0, "errors": 0, "target_met": None,
+             "latency_from_due": {"n": 0, "p50_ms": "-", "p99_ms": "-", "max_ms": "-"}}
     lr, lf = r["latency_from_due"], f["delivery_latency"]
     return "\n".join([
         "figure                                   n        p50 ms   p99 ms   max ms  met",
@@ -460,7 +493,7 @@ def main() -> None:
         asyncio.run(_clients(url, token, int(n), Path(out), compression))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--_serve":
-        serve(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+        serve(Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6] == "1")
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--_writer":
         home, rate, seconds, batch_ms, out = sys.argv[2:7]
@@ -491,6 +524,10 @@ def main() -> None:
                     "shipped 0.02; set, the app runs under uvicorn from this script)")
     ap.add_argument("--profile", action="store_true", help="the server's event loop under "
                     "cProfile (from this script): its top functions in the document")
+    ap.add_argument("--send-batch-text", action="store_true", help="the stream sends each "
+                    "batch's JSON made once (streams.Batch.text) rather than json.dumps once a "
+                    "client: a preview of a one-line change to app.py (from this script)")
+    ap.add_argument("--skip-rest", action="store_true", help="the fan-out only")
     ap.add_argument("--out", help="also write the JSON document to this file")
     ap.add_argument("--quick", action="store_true", help="2 s of REST at 100/s, 20 clients for 2 s (CI)")
     args = ap.parse_args()
@@ -509,7 +546,7 @@ def main() -> None:
         log("preparing FOXHUNT_HOME: synthetic bars, a paper account, a viewer")
         prepare_home(home)
         profile = folder / "server.prof" if args.profile else None
-        server = Server(home, profile, args.poll_s)
+        server = Server(home, profile, args.poll_s, args.send_batch_text)
         try:
             results: dict[str, Any] = {
                 "quick": args.quick,
@@ -517,12 +554,18 @@ def main() -> None:
                              ("fastapi", "uvicorn", "starlette", "websockets", "httpx")},
                 "server": "python -m foxhunt serve on 127.0.0.1, its own process, shipped "
                           "settings (stream_poll_s 0.02)" if profile is None and args.poll_s
-                          is None else f"create_app under uvicorn from bench_api.py on "
-                          f"127.0.0.1, its own process, stream_poll_s {args.poll_s or 0.02}"
-                          f"{', cProfile on its event loop' if profile else ''}",
+                          is None and not args.send_batch_text else f"create_app under "
+                          f"uvicorn from bench_api.py on 127.0.0.1, its own process, "
+                          f"stream_poll_s {args.poll_s or 0.02}"
+                          f"{', cProfile on its event loop' if profile else ''}"
+                          f"{', batches sent as Batch.text' if args.send_batch_text else ''}",
             }
-            log(f"REST: {args.rate:g} requests/s for {args.rest_s:g} s")
-            results["rest"] = rest_load(server, args.rate, args.rest_s)
+            results["rest_service"] = rest_service(server)
+            if args.skip_rest:
+                results["rest"] = {"skipped": "--skip-rest"}
+            else:
+                log(f"REST: {args.rate:g} requests/s for {args.rest_s:g} s")
+                results["rest"] = rest_load(server, args.rate, args.rest_s)
             log(f"fan-out: {args.clients} clients, {args.events_per_s:g} events/s for "
                 f"{args.events_s:g} s")
             results["fan_out"] = fan_out(server, home, folder, args.clients, args.client_procs,

@@ -44,6 +44,17 @@ def event_json(seq: int, event, contracts: dict[str, Any] | None = None) -> dict
     return doc
 
 
+class Batch(dict):
+    """A stream message and its JSON `text`, made once (on the follower's thread) for every
+    subscriber: a socket sends `text` rather than serialising the same dict once a client."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, doc: dict[str, Any]):
+        super().__init__(doc)
+        self.text = json.dumps(doc)
+
+
 class AccountFollower:
     """Follows one account's log for its subscribers."""
 
@@ -64,14 +75,15 @@ class AccountFollower:
         self.engine, self.url = await asyncio.to_thread(self.open_engine)
         self.task = asyncio.create_task(self._run(), name=f"follow {self.account}")
 
-    def _poll(self) -> dict[str, Any] | None:
+    def _poll(self) -> Batch | None:
         if self.engine.store.latest_seq() == self.engine.seq:
             return None
         new = self.engine.follow()
         if not new:
             return None
-        return {"type": "events", "account": self.account,
-                "events": [event_json(seq, e, self.engine.contracts) for seq, e in new], **self.snapshot()}
+        return Batch({"type": "events", "account": self.account,
+                      "events": [event_json(seq, e, self.engine.contracts) for seq, e in new],
+                      **self.snapshot()})
 
     async def _run(self) -> None:
         try:
