@@ -7,8 +7,13 @@ application layer on top: orders out (`codec`), execution reports in.
 
 Durability: QuickFIX counts an incoming message as processed (its sequence number advances,
 and a resend will never ask for it again) when `fromApp` returns. So every report is appended
-to this venue's journal, flushed and fsync'd, inside `fromApp`, before it returns: a crash at
-any point loses no report the exchange considers delivered, and `history` reads the journal.
+to this venue's journal and flushed inside `fromApp`, before it returns: a killed process
+loses no report the exchange considers delivered, and `history` reads the journal. A report
+whose loss a status request would repair (`STATUS_RESTORES`: the order accepted, canceled,
+expired or rejected; reconciliation asks about every order the log has as open at the next
+start and applies what the venue says) is only flushed; every other one (a fill above all:
+its price and id are in no status) is fsync'd too, so a power cut loses none of them, and
+each fsync carries the lines written before it.
 A resend (PossDupFlag=Y) of a report already journaled (same ExecID) is dropped. If the
 journal cannot be written the process stops at once (`os._exit`), before QuickFIX advances the
 sequence number: the exchange resends the report to the next run. A journal that cannot keep a
@@ -51,6 +56,10 @@ from foxhunt.orders.order import Order
 
 log = logging.getLogger(__name__)
 
+STATUS_RESTORES = (v.Accepted, v.Canceled, v.Expired, v.Rejected)
+"""Reports a power cut may take from the journal: an order status request at the next start
+restores what each says (`live.reconcile`); QuickFIX's store only flushes its sequence
+numbers too, so after a power cut the exchange may or may not send them again."""
 JOURNAL_FAILED_EXIT = 75
 """The exit status when the report journal cannot be written (EX_TEMPFAIL)."""
 _N_A = "[N/A]"
@@ -461,7 +470,8 @@ class FixVenue:
             if key in self._keys and f.poss_dup:
                 log.debug("%s: resend of %s dropped (already journaled)", self.name, key)
                 return
-            self._append({**v.report_to_json(report), "key": key, "seq": f.get(34)}, sync=True)
+            self._append({**v.report_to_json(report), "key": key, "seq": f.get(34)},
+                         sync=not isinstance(report, STATUS_RESTORES))
             self._keys.add(key)
             self._history.append(report)
             self._queue.append(report)
