@@ -239,7 +239,7 @@ class SqlEventStore:
     def __init__(self, url: str, codec: EventCodec | None = None):
         self.url = url
         self.name = without_password(url)
-        self.codec = codec or EventCodec()
+        self.codec = codec or EventCodec.shared()
         self._local = threading.local()
         self._path: Path | None = None
         try:

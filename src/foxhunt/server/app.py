@@ -35,6 +35,7 @@ from foxhunt.errors import FoxhuntError
 from foxhunt.jobs.model import JobKind, UnknownJobError
 from foxhunt.jobs.store import JobStore
 from foxhunt.paper.accounts import OrdersDoc, PositionsDoc, RiskDoc
+from foxhunt.server.accounts import OpenAccounts
 from foxhunt.server.auth import (
     AuthError,
     AuthStore,
@@ -130,6 +131,7 @@ class ServerState:
     hub: StreamHub
     jobs: Any
     metrics: ApiMetrics
+    accounts: OpenAccounts | None = None
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -160,6 +162,7 @@ def create_app(home: Path, config: ServerConfig | None = None, *, db_url: str | 
     async def lifespan(_app: FastAPI):
         yield
         await state.hub.close()
+        state.accounts.close()
         engine.dispose()
 
     app = FastAPI(title="foxhunt", version=_version(), lifespan=lifespan, openapi_url=None,
@@ -167,6 +170,9 @@ def create_app(home: Path, config: ServerConfig | None = None, *, db_url: str | 
                   description="Train, validate and trade deep-RL futures agents: the REST and "
                               "WebSocket API of `foxhunt serve`.")
     app.state.foxhunt = state
+    state.accounts = OpenAccounts(
+        lambda account: _open_account(state, account),
+        lambda account: state.home / "trading" / f"{account}.paper.json")
     if config.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -385,20 +391,13 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         return views.sessions()
 
     def _open(account: str):
-        from foxhunt.paper.accounts import check_account, open_account
-
-        check_account(account)
-        file = state.home / "trading" / f"{account}.sqlite"
-        if not file.exists():
-            raise NotFound(f"no account {account!r} in {state.home / 'trading'}")
-        return open_account(state.home, account, None, views.contracts())
+        return _open_account(state, account)
 
     def _with_account(account: str, fn):
-        engine, url = _open(account)
-        try:
-            return fn(engine, url)
-        finally:
-            engine.store.close()
+        from foxhunt.paper.accounts import check_account
+
+        check_account(account)
+        return state.accounts.use(account, fn)
 
     @route("GET", "/accounts", Role.viewer)
     def accounts(who: Viewer) -> list[str]:
@@ -555,12 +554,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             return
         try:
             await ws.send_json(first)
-            while True:
-                batch = await queue.get()
-                if batch is None:
-                    await ws.close(1011)
-                    return
-                await ws.send_text(json.dumps(batch))
+            await _relay(ws, queue)
         except (WebSocketDisconnect, RuntimeError):
             pass
         finally:
@@ -570,6 +564,44 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     async def jobs_stream(ws: WebSocket):
         if await _ws_sign_in(ws, state, Role.viewer) is not None:
             await _jobs_stream(ws, state)
+
+
+def _open_account(state: ServerState, account: str):
+    """An account's engine folded from its default log (404 when there is none)."""
+    from foxhunt.paper.accounts import check_account, open_account
+
+    check_account(account)
+    file = state.home / "trading" / f"{account}.sqlite"
+    if not file.exists():
+        raise NotFound(f"no account {account!r} in {state.home / 'trading'}")
+    return open_account(state.home, account, None, state.views.contracts())
+
+
+async def _relay(ws: WebSocket, queue: asyncio.Queue) -> None:
+    """Send the queue's batches (their JSON made once for every client) until the stream ends
+    (None) or the client leaves; the client's side is read meanwhile, so a client gone quiet is
+    seen at once and a stopping server does not wait on a queue no event will fill."""
+    gone = asyncio.ensure_future(ws.receive())
+    try:
+        while True:
+            got = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({got, gone}, return_when=asyncio.FIRST_COMPLETED)
+            if gone in done:
+                got.cancel()
+                message = gone.result()
+                if message.get("type") == "websocket.disconnect":
+                    return
+                gone = asyncio.ensure_future(ws.receive())  # a client's chatter is ignored
+                if got.cancelled() or not got.done():
+                    continue
+            batch = got.result()
+            if batch is None:
+                await ws.close(1011)
+                return
+            text = getattr(batch, "text", None)
+            await ws.send_text(text if text is not None else json.dumps(batch))
+    finally:
+        gone.cancel()
 
 
 async def _jobs_stream(ws: WebSocket, state: ServerState) -> None:

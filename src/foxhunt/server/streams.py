@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 from collections.abc import Callable
@@ -25,11 +24,10 @@ QUEUE_BATCHES = 256
 """A subscriber this many batches behind is cut off (it reconnects and reads the REST views)."""
 
 
-@functools.cache
 def _codec():
     from foxhunt.execution.codec import EventCodec
 
-    return EventCodec()
+    return EventCodec.shared()
 
 
 def event_json(seq: int, event, contracts: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -86,8 +84,11 @@ class AccountFollower:
                       **self.snapshot()})
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         try:
             while self.subscribers:
+                due += self.poll_s
                 batch = await asyncio.to_thread(self._poll)
                 if batch is not None:
                     for q in list(self.subscribers):
@@ -96,7 +97,8 @@ class AccountFollower:
                             q.put_nowait(None)
                         else:
                             q.put_nowait(batch)
-                await asyncio.sleep(self.poll_s)
+                due = max(due, loop.time())  # a slow poll is not made up in a burst
+                await asyncio.sleep(due - loop.time())
         except (FoxhuntError, OSError) as exc:  # the log went away or broke: tell them, end
             log.warning("account %s: stream stopped: %s", self.account, exc)
             for q in list(self.subscribers):

@@ -58,6 +58,7 @@ class HomeViews:
 
     def __init__(self, home: Path, store_path: Path, instruments_file: Path):
         self.home, self.store_path, self.instruments_file = home, store_path, instruments_file
+        self._contracts: tuple[float | None, dict[str, Any]] | None = None
 
     # instruments and stored series ----------------------------------------------------------
     def registry(self):
@@ -66,10 +67,18 @@ class HomeViews:
         return InstrumentRegistry.load(self.instruments_file)
 
     def contracts(self) -> dict[str, Any]:
+        """The contracts of the instruments file, read again only when the file changed."""
         from foxhunt.orders.contract import Contract
 
-        reg = self.registry()
-        return {s: Contract.from_instrument(reg.get(s)) for s in reg.symbols}
+        try:
+            stamp = self.instruments_file.stat().st_mtime_ns
+        except OSError:
+            stamp = None
+        if self._contracts is None or self._contracts[0] != stamp:
+            reg = self.registry()
+            self._contracts = (stamp, {s: Contract.from_instrument(reg.get(s))
+                                       for s in reg.symbols})
+        return self._contracts[1]
 
     def instruments(self) -> list[dict[str, Any]]:
         reg = self.registry()
