@@ -75,11 +75,73 @@ class RunClock:
         done = self.before[fold] + sum(self.budgets[fold].updates[:epoch + 1])
         if self.base is None:
             self.base = done - self.budgets[fold].updates[epoch]
+        return self._rated(done)
+
+    def _rated(self, done: int) -> tuple[int, float | None, float | None]:
+        """(`done`, this process's updates a second, seconds left at that rate)."""
         spent = time.perf_counter() - self.start
-        rate = (done - self.base) / spent if spent > 0 else 0.0
+        rate = (done - (self.base or 0)) / spent if spent > 0 else 0.0
         if rate <= 0:
             return done, None, None
         return done, rate, (self.total - done) / rate
+
+
+class FoldsClock(RunClock):
+    """`RunClock` for folds trained at once (`--parallel-folds`): the run's updates done are
+    each fold's own, and a fold finished before this process (a resumed run) counts as done
+    and not toward the rate."""
+
+    def __init__(self, budgets: dict[int, Any]):
+        super().__init__(budgets)
+        self.base = 0
+        self.progress: dict[int, int] = {}
+
+    def fold_done(self, fold: int) -> None:
+        if fold not in self.progress:
+            self.base += self.budgets[fold].total_updates
+        self.progress[fold] = self.budgets[fold].total_updates
+
+    def tick(self, fold: int, epoch: int) -> tuple[int, float | None, float | None]:
+        updates = self.budgets[fold].updates
+        if fold not in self.progress:
+            self.base += sum(updates[:epoch])
+        self.progress[fold] = sum(updates[:epoch + 1])
+        return self._rated(sum(self.progress.values()))
+
+
+def check_parallel_folds(parallel_folds: int) -> None:
+    """Below 1 is a one-line error, said before any data is read."""
+    from foxhunt.errors import ConfigError
+
+    if parallel_folds < 1:
+        raise ConfigError(f"--parallel-folds: {parallel_folds} is not a number of folds at once "
+                          "(1 or more)")
+
+
+def parallel_width(parallel_folds: int, folds: int) -> tuple[int, str | None]:
+    """(folds trained at once, a note where `--parallel-folds` asked for more than the run
+    has)."""
+    check_parallel_folds(parallel_folds)
+    if parallel_folds <= folds:
+        return parallel_folds, None
+    return folds, (f"--parallel-folds {parallel_folds}: the run has {folds} fold"
+                   f"{'s' * (folds != 1)}, trained {folds} at once")
+
+
+def device_note(dev, width: int) -> str | None:
+    """Where `width` folds at once train: a GPU each, or the GPUs shared, or the cores split."""
+    import torch
+
+    from foxhunt.training.parallel import fold_threads
+
+    if width <= 1:
+        return None
+    if dev.type == "cuda":
+        gpus = torch.cuda.device_count()
+        share = "a GPU each" if width <= gpus else f"sharing {gpus} GPU{'s' * (gpus != 1)}"
+        return f"parallel folds: {width} at once, {share} (one worker process a fold)"
+    return (f"parallel folds: {width} at once on the CPU, {fold_threads(width)} thread"
+            f"{'s' * (fold_threads(width) != 1)} each")
 
 
 def _duration(seconds: float) -> str:
@@ -168,12 +230,15 @@ def run_training(
     profile: str | None = None, device: str | None = None,
     seed: int | None = None, out_dir: Path | None = None, resume: bool = False,
     spec_overrides: dict[str, dict[str, Any]] | None = None, quiet: bool = False,
+    parallel_folds: int = 1,
 ):
-    """Resolve settings and profile, load bars, and run the walk-forward trainer."""
+    """Resolve settings and profile, load bars, and run the walk-forward trainer;
+    `parallel_folds` folds at once (a runtime choice, not in the spec: `parallel.py`)."""
     from foxhunt.data.series import BarSpec
     from foxhunt.devices import resolve_device
     from foxhunt.features.pipeline import FeaturePipeline, fit_to_bars
     from foxhunt.profiles import choose_profile
+    from foxhunt.training.parallel import rounds
     from foxhunt.training.trainer import WalkForwardTrainer
 
     resolved = settings_of(ctx)
@@ -207,7 +272,7 @@ def run_training(
     # since a bar there is drawn once, at the end, cut to 80 columns.
     progress = updates_bar() if not quiet and err.is_terminal else None
     task = None
-    clock: RunClock | None = None
+    clock: RunClock | FoldsClock | None = None
 
     def on_epoch(line: dict[str, Any]) -> None:
         fold, epoch = line["fold"], line["epoch"]
@@ -230,13 +295,16 @@ def run_training(
     ppy = periods_per_year(BarSpec.parse(bars), instrument.session, frame.ts)
 
     def on_fold(report) -> None:
+        if isinstance(clock, FoldsClock):
+            clock.fold_done(report.fold)
         (progress.console if progress is not None else err).print(
             report.verdict, soft_wrap=True, markup=False, highlight=False)
 
     trainer = WalkForwardTrainer(spec, frame, pipeline, instrument, run_dir, dev,
                                  None if quiet else on_epoch, ppy, None if quiet else on_fold,
                                  opportunity=validation_opportunity(frame, instrument, spec.env, ppy))
-    clock = RunClock(trainer.budgets)
+    width, width_note = parallel_width(parallel_folds, len(trainer.folds))
+    clock = FoldsClock(trainer.budgets) if width > 1 else RunClock(trainer.budgets)
     rates = PastRates(resolved.home)
     if not quiet:
         lines = budget_lines(spec.train, trainer.folds)
@@ -244,24 +312,30 @@ def run_training(
             lines.append(budget_note)
         if dev.type == "cuda":
             lines.append(trainer.compile_reason)
+        if device_note(dev, width):
+            lines.append(device_note(dev, width))
         guess = rates.estimate(trainer.spec, dev, clock.total)
+        if guess is not None and width > 1:  # the rates are one fold's process at a time
+            guess *= rounds(len(trainer.folds), width) / len(trainer.folds)
         lines.append(f"work: {len(trainer.folds)} folds x {spec.train.epochs} epochs, "
                      f"{clock.total:,} updates of {spec.train.batch_size} in all; " + (
                          f"estimate ~{_duration(guess)} (the last run of this shape on this "
                          "machine)" if guess is not None else
                          "the time left shows after the first epoch"))
-        for line in [*lines, *(f"note: {n}" for n in [*feature_notes, *trainer.notices])]:
+        notes = [*feature_notes, *trainer.notices, *([width_note] if width_note else [])]
+        for line in [*lines, *(f"note: {n}" for n in notes)]:
             err.print(line, soft_wrap=True, markup=False, highlight=False)
     write_source(run_dir, symbol, bars, features, frame,
                  {"name": choice.profile.name, "reason": choice.reason, "filled": fills})
     if progress is not None:
         with progress:
+            first = "fold 1" if width == 1 else f"{width} folds at once"
             task = progress.add_task("walk-forward", total=clock.total, rate="",
-                                     status="fold 1: setting up, compiling on CUDA")
-            result = trainer.run(resume=resume)
+                                     status=f"{first}: setting up, compiling on CUDA")
+            result = trainer.run(resume=resume, parallel_folds=width)
     else:
-        result = trainer.run(resume=resume)
-    if not resume:
+        result = trainer.run(resume=resume, parallel_folds=width)
+    if not resume:  # a parallel run's phases are fold-seconds: one fold's process's rate
         rates.record(trainer.spec, dev, clock.total, result.phases)
     return result, choice, dev
 
@@ -274,18 +348,26 @@ def budget_lines(train, folds) -> list[str]:
     return [f"budget: fold{'s' * (len(i) > 1)} {', '.join(i)}: {why}" for why, i in by_reason.items()]
 
 
-def validation_opportunity(frame, instrument, env_config, ppy):
+def validation_opportunity(frame, instrument, env_config, ppy) -> RuleOpportunity:
     """For the fold verdict: the best rule of the default grid (SMA crosses, z-score fades) on a
     fold's validation window, chosen there on the CPU with the env's costs."""
-    from foxhunt.backtest.rule_search import choose_rule
-    from foxhunt.training.verdict import Opportunity
+    return RuleOpportunity(frame, instrument, env_config, ppy)
 
-    def best_rule(fold) -> Opportunity:
-        rule, scores = choose_rule(frame, instrument, fold.val, env_config=env_config,
-                                   periods_per_year=ppy)
-        return Opportunity(rule.label, scores[rule.label], len(fold.val), ppy)
 
-    return best_rule
+class RuleOpportunity:
+    """`validation_opportunity` as an object, not a closure, so that a fold worker process
+    (`--parallel-folds`) can be sent it."""
+
+    def __init__(self, frame, instrument, env_config, ppy):
+        self.frame, self.instrument, self.env_config, self.ppy = frame, instrument, env_config, ppy
+
+    def __call__(self, fold):
+        from foxhunt.backtest.rule_search import choose_rule
+        from foxhunt.training.verdict import Opportunity
+
+        rule, scores = choose_rule(self.frame, self.instrument, fold.val,
+                                   env_config=self.env_config, periods_per_year=self.ppy)
+        return Opportunity(rule.label, scores[rule.label], len(fold.val), self.ppy)
 
 
 def write_source(run_dir: Path, symbol: str, bars: str, features, frame, profile=None) -> None:
@@ -310,6 +392,9 @@ def phase_line(phases: dict[str, Any]) -> str:
     share = phases["experience_updates_share"]
     tail = "" if share is None else (f"; experience+updates {share:.0%} of the "
                                      f"{phases['post_compile_s']:.1f} s after setup+compile")
+    if "wall_s" in phases:  # folds at once: the phases add up the folds' processes
+        return (f"phases (summed over {phases['parallel_folds']} folds at once): {parts} | "
+                f"total {phases['total_s']:.1f} s{tail} | wall {phases['wall_s']:.1f} s")
     return f"phases: {parts} | total {phases['total_s']:.1f} s{tail}"
 
 
@@ -357,6 +442,11 @@ def train(
         "--out", help="Run directory (default: FOXHUNT_HOME/runs/SYMBOL-BARS-YYYYmmdd-HHMMSS). "
         + OUT_DIR_RULE.format(folder="runs"))] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last epoch.")] = False,
+    parallel_folds: Annotated[int, typer.Option(
+        "--parallel-folds", help="Folds trained at once, each in its own process: on CUDA a "
+        "GPU each (in turn, of those visible), on the CPU the cores split between them. Not part "
+        "of the run's settings (a run may resume with another); more than the folds trains them "
+        "all at once.")] = 1,
     as_json: JsonOpt = False,
 ) -> None:
     """Walk-forward train a branching Rainbow DQN; writes a run directory and a per-fold table,
@@ -369,15 +459,17 @@ def train(
         from foxhunt.errors import FoxhuntError
 
         raise FoxhuntError("--budget and --updates-per-fold both set the updates a fold: give one")
+    check_parallel_folds(parallel_folds)
     bars, out_dir = resolve_bars(ctx, symbol, bars), under_home(ctx, out_dir)
     result, choice, dev = run_training(ctx, symbol, bars, folds=folds, epochs=epochs,
                                        updates_per_fold=updates_per_fold, budget=budget,
                                        profile=profile,
                                        device=device, seed=seed, out_dir=out_dir, resume=resume,
-                                       quiet=as_json)
+                                       quiet=as_json, parallel_folds=parallel_folds)
     if as_json:
         emit_json("train.run", {"run_dir": str(result.run_dir), "device": str(dev), "profile": choice.profile.name,
-                   "folds": [f.__dict__ for f in result.folds], "phases": result.phases})
+                   "folds": [f.__dict__ for f in result.folds], "phases": result.phases,
+                   "parallel_folds": min(parallel_folds, len(result.folds))})
     else:
         print_fold_table(result)
         out.print(phase_line(result.phases), soft_wrap=True, markup=False, highlight=False)

@@ -230,7 +230,14 @@ class WalkForwardTrainer:
     def total_epochs(self) -> int:
         return len(self.folds) * self.spec.train.epochs
 
-    def run(self, resume: bool = False) -> RunResult:
+    def run(self, resume: bool = False, parallel_folds: int = 1) -> RunResult:
+        """Train every fold not finished yet, in fold order; `parallel_folds` > 1 trains up to
+        that many at once in worker processes (`parallel.run_parallel`), a runtime choice
+        that is not in spec.json: the run directory comes out as one fold at a time writes
+        it."""
+        if parallel_folds < 1:
+            raise ConfigError(f"parallel folds: {parallel_folds} is not a number of folds at "
+                              "once (1 or more)")
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         spec_doc = self.spec.model_dump(mode="json")
         spec_file = self.run_dir / "spec.json"
@@ -245,18 +252,31 @@ class WalkForwardTrainer:
         done = self._finished_folds() if resume else {}
         began = time.perf_counter()
         self.phases = dict.fromkeys(PHASES, 0.0)
+        pending = [f for f in self.folds if f.index not in done]
         with RunTracker(self.run_dir, spec_doc, resume) as self.tracker:
-            for fold in self.folds:
-                result.folds.append(done[fold.index] if fold.index in done
-                                    else self._run_fold(fold, resume))
-                _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
-                result.phases = self.phase_split(time.perf_counter() - began)
-                _write_json(self.run_dir / "phases.json", result.phases)
-                self.tracker.fold_done(result.folds[-1])
-                if self.on_fold:
-                    self.on_fold(result.folds[-1])
+            if min(parallel_folds, len(pending)) > 1:
+                from foxhunt.training.parallel import run_parallel
+
+                run_parallel(self, result, done, pending, resume, parallel_folds, began)
+            else:
+                for fold in self.folds:
+                    report = done[fold.index] if fold.index in done else self._run_fold(fold, resume)
+                    self._fold_recorded(result, report,
+                                        self.phase_split(time.perf_counter() - began))
         self.tracker = RunTracker.off()
         return result
+
+    def _fold_recorded(self, result: RunResult, report: FoldReport,
+                       phases: dict[str, Any]) -> None:
+        """`report` joins the run's folds (in fold order) and folds.json, phases.json takes
+        `phases`, then the tracker and `on_fold` hear of it."""
+        result.folds = sorted([*result.folds, report], key=lambda f: f.fold)
+        _write_json(self.run_dir / "folds.json", [asdict_report(f) for f in result.folds])
+        result.phases = phases
+        _write_json(self.run_dir / "phases.json", result.phases)
+        self.tracker.fold_done(report)
+        if self.on_fold:
+            self.on_fold(report)
 
     def phase_split(self, total: float) -> dict[str, Any]:
         """`PHASES` in seconds, `other` (the rest of `total`), `total`, and the share of the
@@ -446,10 +466,8 @@ class WalkForwardTrainer:
                       # How the hot path ran: a compiler failure falls back to eager (with one
                       # warning) and shows here as much as in the times.
                       "compiled": ctx.steps.compiled, "cuda_graphs": ctx.steps.captured}
-            self._append("run.jsonl", line)
             ctx.epochs.append(line)
-            self._append("timings.jsonl", timing)
-            self.tracker.epoch(line, timing)
+            self._log_epoch(line, timing)
             if epoch == t.epochs - 1 or time.perf_counter() - ctx.saved_at >= RESUME_EVERY_S:
                 self._save_last(ctx, epoch)
                 ctx.saved_at = time.perf_counter()
@@ -515,6 +533,12 @@ class WalkForwardTrainer:
 
     # -- persistence ------------------------------------------------------------------------
 
+    def _log_epoch(self, line: dict[str, Any], timing: dict[str, Any]) -> None:
+        """An epoch's run.jsonl and timings.jsonl lines, and the tracker's view of them."""
+        self._append("run.jsonl", line)
+        self._append("timings.jsonl", timing)
+        self.tracker.epoch(line, timing)
+
     def _append(self, name: str, doc: dict[str, Any]) -> None:
         with open(self.run_dir / name, "a") as fh:
             fh.write(json.dumps(doc) + "\n")
@@ -554,10 +578,15 @@ class WalkForwardTrainer:
         ctx.best_sharpe, ctx.best_epoch = extra["best_sharpe"], extra["best_epoch"]
         ctx.start_epoch = extra["epoch"] + 1
         self._truncate_logs(ctx.fold.index, extra["epoch"])
+        ctx.epochs = self._logged_epochs(ctx.fold.index)  # the health checks read them too
+
+    def _logged_epochs(self, fold: int) -> list[dict[str, Any]]:
+        """The fold's run.jsonl lines as they stand."""
         run_log = self.run_dir / "run.jsonl"
-        if run_log.exists():  # the health checks read the fold's epochs before the resume too
-            ctx.epochs = [doc for doc in map(json.loads, run_log.read_text().splitlines())
-                          if doc["fold"] == ctx.fold.index]
+        if not run_log.exists():
+            return []
+        return [doc for doc in map(json.loads, run_log.read_text().splitlines())
+                if doc["fold"] == fold]
 
     def _truncate_logs(self, fold: int, last_epoch: int) -> None:
         """Drop log lines of the interrupted fold written after its last checkpointed epoch."""
