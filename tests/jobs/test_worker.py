@@ -15,23 +15,14 @@ import pytest
 
 from foxhunt import schemas
 from foxhunt.jobs import JobState, JobStore
+from foxhunt.jobs.child import Outcome
 from foxhunt.jobs.worker import Worker, WorkerConfig
 
 from ..cli.test_cli import run, run_json
-from ..cli.test_cli_train_backtest import TINY
+from .fakes import Recording, Scripted
 
 TRAIN = ["SYN", "--bars", "1min", "--seed", "1"]
-LEASE_S = 2
-
-
-@pytest.fixture
-def market(capsys, isolated_home):
-    """Tiny training settings as FOXHUNT_HOME's config (the children read it) and a synthetic
-    market in its store."""
-    (isolated_home / "config.toml").write_text(TINY)
-    run_json(capsys, "data", "synth", "--symbol", "SYN", "--bars", "3000", "--seed", "4",
-             "--signal-strength", "0.3")
-    return isolated_home
+LEASE_S = 1
 
 
 def foxhunt(*argv: str, **kw) -> subprocess.Popen:
@@ -64,27 +55,46 @@ def without_paths(folds: list[dict]) -> list[dict]:
     return [{k: v for k, v in f.items() if k != "checkpoint"} for f in folds]
 
 
+def lines(path: Path) -> int:
+    try:
+        return sum(1 for ln in path.read_text().splitlines() if ln.strip())
+    except OSError:
+        return 0
+
+
+@pytest.fixture
+def one_thread():
+    """This process's torch on one thread, as the children (`market`), for the reference run."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_a_job_killed_with_its_worker_is_resumed_by_another_and_ends_as_if_uninterrupted(
-        market, tmp_path):
+        capsys, market, tmp_path, one_thread):
     db = f"sqlite:///{tmp_path / 'foxhunt.db'}"
     store = JobStore.open(db)
     out_dir = tmp_path / "killed"
     job = store.submit("train", [*TRAIN, "--out", str(out_dir)])
-    reference = foxhunt("train", *TRAIN, "--out", str(tmp_path / "reference"), "--json")
     first = foxhunt("worker", "--db", db, "--lease", str(LEASE_S), "--once")
     child = wait_for(lambda: store.get(job.id).progress.get("pid"), 60, "the job's child")
-    wait_for(lambda: (out_dir / "run.jsonl").exists(), 60, "the first epoch")
+    wait_for(lambda: lines(out_dir / "run.jsonl"), 60, "the first epoch")
     first.kill()  # SIGKILL: no clean-up of its own
     first.wait(10)
-    assert store.get(job.id).state is JobState.RUNNING  # cut off mid-run, its lease running out
+    cut = store.get(job.id)
+    assert cut.state is JobState.RUNNING and cut.attempts == 1  # its lease running out
+    assert not (out_dir / "folds.json").exists()  # cut off mid-run
     wait_for(lambda: not alive(child), 10, "the child to die with its worker")
 
     second = foxhunt("worker", "--db", db, "--lease", str(LEASE_S), "--max-jobs", "1")
+    # meanwhile, here: the same training uninterrupted
+    expected = run_json(capsys, "train", *TRAIN, "--out", str(tmp_path / "reference"))
     assert second.wait(120) == 0, second.stderr.read()
     done = store.get(job.id)
     assert done.state is JobState.SUCCEEDED and done.attempts == 2, done.error
-    assert reference.wait(120) == 0, reference.stderr.read()
-    expected = json.loads(reference.stdout.read())
     assert without_paths(done.result["folds"]) == without_paths(expected["folds"])
     assert without_paths(json.loads((out_dir / "folds.json").read_text())) == without_paths(
         json.loads((tmp_path / "reference" / "folds.json").read_text()))
@@ -127,6 +137,41 @@ def test_a_failing_job_keeps_its_error_line_and_the_worker_goes_on(market, tmp_p
     assert [j.id for j in thread.result] == [bad.id, good.id]
 
 
+def cut_off(store: JobStore, job_id: int) -> None:
+    """`job_id`'s first attempt, as a worker killed at once leaves it: claimed, its lease out."""
+    claimed = store.claim("killed", lease_s=0.01)
+    assert claimed is not None and claimed.id == job_id and claimed.attempts == 1
+    time.sleep(0.05)
+
+
+def test_a_paper_job_cut_off_before_its_account_started_starts_afresh(market, tmp_path):
+    store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
+    job = store.submit("paper", ["SYN", "--strategy", "sma:10,30", "--account", "cut"])
+    cut_off(store, job.id)
+    executor = Recording()
+    _, thread = in_thread(store, market, executor)
+    thread.join(60)
+    done = store.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.attempts == 2, done.error
+    assert done.result["kind"] == "paper" and done.result["account"] == "cut"
+    assert done.result["resumed_from"] is None
+    assert [("--resume" in args) for args in executor.ran] == [False]  # afresh, at once
+
+
+def test_a_retry_whose_study_was_created_unseen_is_resumed_after_tune_refuses(tmp_path):
+    store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
+    job = store.submit("tune", ["SYN", "--trials", "4"])
+    cut_off(store, job.id)  # it had created the study, not yet its space.toml
+    refusal = ("error: study 'SYN-1min-pso' already exists in sqlite:///x.db; continue it with "
+               "--resume or name a new one with --study NAME")
+    executor = Scripted(Outcome(1, "", [refusal]), Outcome(0, '{"kind": "tune"}\n', []))
+    _, thread = in_thread(store, tmp_path, executor)
+    thread.join(10)
+    done = store.get(job.id)
+    assert done.state is JobState.SUCCEEDED and done.result == {"kind": "tune"}, done.error
+    assert [("--resume" in args) for args in executor.ran] == [False, True]
+
+
 def test_jobs_run_as_ray_tasks(market, tmp_path):
     ray = pytest.importorskip("ray")
     from foxhunt.jobs.ray_exec import RayExecutor
@@ -134,7 +179,7 @@ def test_jobs_run_as_ray_tasks(market, tmp_path):
     store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
     job = store.submit("backtest", ["SYN", "--strategy", "sma:10,30", "--device", "cpu"])
     try:
-        _, thread = in_thread(store, market, RayExecutor("local", num_cpus=2))
+        _, thread = in_thread(store, market, RayExecutor("local", num_cpus=1))
         thread.join(90)
     finally:
         ray.shutdown()

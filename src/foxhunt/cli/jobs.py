@@ -189,16 +189,18 @@ def worker(
 ) -> None:
     """Claim queued jobs and run them (each as `foxhunt KIND ARGS --json`), until stopped (or
     with --once, until the queue is empty). A killed worker's jobs are resumed by another."""
+    from foxhunt import telemetry
     from foxhunt.jobs.model import JobError
     from foxhunt.jobs.worker import Worker, WorkerConfig
 
+    telemetry.configure("foxhunt-worker")
     gpu_list = tuple(g.strip() for g in gpus.split(",") if g.strip()) if gpus else ()
     if gpus is not None and (not gpu_list or not all(g.isdigit() for g in gpu_list)):
         raise JobError(f"--gpus {gpus!r}: expected GPU numbers separated by commas, e.g. 0,1")
     store = _store(ctx, db)
     config = WorkerConfig(home=settings_of(ctx).home, gpus=gpu_list, slots=slots,
                           trials_per_gpu=trials_per_gpu, once=once, max_jobs=max_jobs,
-                          lease_s=lease)
+                          lease_s=lease, heartbeat_s=min(1.0, lease / 3))
     executor = None
     if ray is not None:
         from foxhunt.jobs.ray_exec import RayExecutor

@@ -3,7 +3,7 @@
 `model` holds a job and its state machine, `store` the `jobs` table (submit, list, cancel,
 claim, heartbeat, progress, finish), `command` what a job runs (a `foxhunt` child process) and
 how it resumes, `progress` what the worker reads of a running job, `worker` the loop that
-claims and runs jobs, locally or as Ray tasks (`ray_exec`).
+claims and runs jobs, locally or as Ray tasks (`ray_exec`), `observe` its spans and metrics.
 
 The database is the queue and the source of truth: a worker holds a job by a lease it renews
 every second; a job whose lease ran out (its worker was killed) is claimed again by another

@@ -6,8 +6,14 @@ Each kind resumes its own way, from files the run keeps:
   off restarts from its last resume point);
 - tune: the same study (`--out` directory, Optuna storage) with `--resume` once the study was
   created (its `space.toml` is written right after), else started afresh;
-- paper: the same account with `--resume` (a run that never started starts);
+- paper: the same account with `--resume` once the run's arguments file exists (written when
+  the run starts), else started afresh: `foxhunt paper --resume` refuses an account that never
+  started, so that a mistyped name does not start a new run;
 - backtest: run again.
+
+What the run leaves can still mislead for a moment: a tune study created in the storage by a
+child killed before it wrote `space.toml` makes the fresh start refuse ("already exists ...
+continue it with --resume"). The worker then runs the other of the two once (`fallback`).
 
 A job submitted without `--out` (train, tune) gets `jobs/job-ID` under FOXHUNT_HOME/runs or
 /studies, so every attempt writes the same directory.
@@ -51,6 +57,10 @@ class JobCommand(BaseModel):
 
     args: list[str]
     out_dir: Path | None = None
+    retry: bool = False
+    """An attempt after the first (a worker was killed): resuming is the worker's choice."""
+    added_resume: bool = False
+    """Whether `--resume` is the worker's (`fallback` may take it back) or the user's."""
 
     def argv(self, python: str | None = None) -> list[str]:
         """The child's command line, on `python` (default: this interpreter; a Ray node passes
@@ -66,18 +76,43 @@ class JobCommand(BaseModel):
         if job.kind in OUT_FOLDER:
             given = option_value(args, "--out")
             if given is None:
-                given = f"jobs/job-{job.id}"
-                args += ["--out", str(home / OUT_FOLDER[job.kind] / given)]
-            out_dir = resolve_out(given, home, OUT_FOLDER[job.kind])
-        if job.attempts > 1 and "--resume" not in args and cls._resumable(job.kind, out_dir):
+                out_dir = home / OUT_FOLDER[job.kind] / "jobs" / f"job-{job.id}"
+                args += ["--out", str(out_dir)]
+            else:
+                out_dir = resolve_out(given, home, OUT_FOLDER[job.kind])
+        retry = job.attempts > 1
+        added = retry and "--resume" not in args and cls._resumable(job, home, out_dir)
+        if added:
             args.append("--resume")
         if (job.kind is JobKind.TUNE and trials_per_gpu
                 and option_value(args, "--parallel") is None):
             args += ["--parallel", str(trials_per_gpu)]
-        return cls(args=[job.kind.value, *args, "--json"], out_dir=out_dir)
+        return cls(args=[job.kind.value, *args, "--json"], out_dir=out_dir, retry=retry,
+                   added_resume=added)
 
     @staticmethod
-    def _resumable(kind: JobKind, out_dir: Path | None) -> bool:
-        if kind is JobKind.TUNE:
+    def _resumable(job: Job, home: Path, out_dir: Path | None) -> bool:
+        if job.kind is JobKind.TUNE:
             return out_dir is not None and (out_dir / "space.toml").exists()
-        return kind in (JobKind.TRAIN, JobKind.PAPER)
+        if job.kind is JobKind.PAPER:
+            from foxhunt.paper.account_files import AccountFiles
+
+            account = option_value(job.args, "--account") or "paper"
+            return AccountFiles.of(home, account, option_value(job.args, "--log")).meta.exists()
+        return job.kind is JobKind.TRAIN
+
+    def fallback(self, error: str | None) -> JobCommand | None:
+        """This command with the worker's choice of `--resume` reversed, where a retried
+        attempt's child refused that choice (`error`, its error line, says to run it without
+        --resume, or with it); else None. A user's own `--resume` is never taken away, and a
+        first attempt's refusal stands (it answers the user's mistake)."""
+        if not self.retry or error is None:
+            return None
+        if self.added_resume and "without --resume" in error:
+            args = [a for a in self.args if a != "--resume"]
+            return self.model_copy(update={"args": args, "added_resume": False})
+        if not self.added_resume and "--resume" not in self.args and "with --resume" in error \
+                and "without --resume" not in error:
+            args = [*self.args, "--resume"]
+            return self.model_copy(update={"args": args, "added_resume": True})
+        return None

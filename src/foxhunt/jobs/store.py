@@ -132,6 +132,17 @@ class JobStore:
         except (SQLAlchemyError, self._dbapi_error) as exc:
             raise db_error(self.engine, "cannot read the jobs", exc) from None
 
+    def count(self, states: Sequence[JobState | str] = ()) -> int:
+        """How many jobs are in `states` (every job when empty): the queue's depth, for one."""
+        q = sa.select(sa.func.count()).select_from(jobs_table)
+        if states:
+            q = q.where(jobs_table.c.state.in_([JobState(s).value for s in states]))
+        try:
+            with self.engine.connect() as conn:
+                return int(conn.execute(q).scalar() or 0)
+        except (SQLAlchemyError, self._dbapi_error) as exc:
+            raise db_error(self.engine, "cannot read the jobs", exc) from None
+
     def cancel(self, job_id: int) -> Job:
         """Cancel a queued or running job; a running job's worker stops it within a heartbeat."""
         self._move(job_id, JobState.CANCELLED, finished_at=time.time())
