@@ -4,8 +4,9 @@ The venue is the local exchange (`LocalExchange`, a QuickFIX acceptor) on 127.0.
 port, in a process of its own, as `foxhunt venue` runs beside `foxhunt live` (`--exchange
 thread` runs it inside the benchmark's process, as the tests wire it: its Python threads then
 share the trader's GIL). The trader's side is the real one: `FixVenue` (a QuickFIX initiator,
-its report journal fsync'd per report), `FixMarketData` on the same session, `TradingEngine`
-(risk checks, the event log) and, for the latency, `LiveTrader`'s per-bar loop.
+its report journal: a fill fsync'd, an acceptance flushed), `FixMarketData` on the same
+session, `TradingEngine` (risk checks, the event log) and, for the latency, `LiveTrader`'s
+per-bar loop.
 
 1. tick to order: the exchange plays synthetic bars in lockstep (`speed=None, lockstep=True`:
    the next bar as soon as the trader said it is done with the last) to a `LiveTrader`. The
@@ -31,8 +32,9 @@ its report journal fsync'd per report), `FixMarketData` on the same session, `Tr
    they come between submits, as fast as it goes; the clock stops when the engine has applied
    every order's Accepted and the log holds them. Per order: a risk check, one durable append
    (the order, carrying the reports applied since the last one: they are applied deferred, as
-   the live loop applies them, each already fsync'd in the gateway's journal), the gateway's
-   journal (the fsync'd report), the exchange's journal (one fdatasync). Risk limits:
+   the live loop applies them, each already in the gateway's journal), the gateway's journal
+   (an acceptance is flushed, not fsync'd: a status request restores it after a power cut),
+   the exchange's journal (one fdatasync). Risk limits:
    `THROUGHPUT_LIMITS` (max_order_rate and max_orders_per_day raised to 10^9: the shipped 10
    a second and 1,000 a day would deny all but the first orders). Target >= 2,000 orders/s.
    Again with group commit (`TradingEngine.submit_many`, `--group` orders a transaction, every
