@@ -34,21 +34,25 @@ for n in $ARMS; do
   python3 -c "import json,sys; json.dump({'parallel_folds': $n, 'wall_s': $end - $start}, open(sys.argv[1], 'w'))" \
       "$OUT/par${n}_wall.json"
 done
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$gpus" <<'PY'
 import json, sys
 from pathlib import Path
-out = Path(sys.argv[1])
+out, gpus = Path(sys.argv[1]), int(sys.argv[2])
 arms = sorted(int(p.name[3:-10]) for p in out.glob("par*_wall.json"))
 for n in arms:
     wall = json.loads((out / f"par{n}_wall.json").read_text())["wall_s"]
     phases = json.loads((out / f"par{n}_phases.json").read_text())
     print(f"--parallel-folds {n}: wall {wall:.1f} s (foxhunt train as a user runs it); phases {phases}")
+    for f in json.loads((out / f"par{n}_folds.json").read_text()):
+        print(f"  fold {f['fold']}: val Sharpe {f['val']['sharpe']}, flat {f['val'].get('flat')}, "
+              f"deployed {f['deployed']}, test Sharpe {(f['test'] or {}).get('sharpe')}")
 if {1, 2} <= set(arms):
     walls = {n: json.loads((out / f"par{n}_wall.json").read_text())["wall_s"] for n in (1, 2)}
     cuts = {n: [(f["fold"], f["windows"]) for f in json.loads((out / f"par{n}_folds.json").read_text())]
             for n in (1, 2)}
     same = cuts[1] == cuts[2]
-    print(f"3 folds: 1 GPU {walls[1]:.1f} s, 2 GPUs {walls[2]:.1f} s: {walls[1] / walls[2]:.2f}x; "
+    print(f"3 folds on {gpus} GPU{'s' * (gpus != 1)}: --parallel-folds 1 {walls[1]:.1f} s, "
+          f"--parallel-folds 2 {walls[2]:.1f} s: {walls[1] / walls[2]:.2f}x; "
           f"folds.json fold boundaries {'agree' if same else 'DIFFER'}")
     sys.exit(0 if same else 1)
 PY

@@ -15,6 +15,7 @@ sequential path leaves them. A worker writes only its fold's checkpoints.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import multiprocessing
@@ -240,6 +241,15 @@ class _FoldWorker(WalkForwardTrainer):
         report = self._run_fold(fold, resume)
         self.events.put(("fold", index, asdict_report(report), dict(self.phases),
                          time.perf_counter() - start))
+        self._give_back_memory()
+
+    def _give_back_memory(self) -> None:
+        """The finished fold's GPU memory back to the device, not kept in this process's cache,
+        for workers sharing a GPU (a fold's learner is released on return, its cached blocks
+        are not)."""
+        if self.device.type == "cuda":
+            gc.collect()
+            torch.cuda.empty_cache()
 
 
 def _worker_main(blob: bytes, place: dict[str, Any], jobs: Any, events: Any,
