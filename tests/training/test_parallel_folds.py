@@ -1,5 +1,5 @@
 """Issue 36, point 3: walk-forward folds trained at once in worker processes
-(`WalkForwardTrainer.run(parallel_folds=N)`, `foxhunt train --parallel-folds N`)."""
+(`WalkForwardTrainer.run(parallel=ParallelFolds(N))`, `foxhunt train --parallel-folds N`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from foxhunt.errors import ConfigError
 from foxhunt.features.pipeline import FeaturePipeline
-from foxhunt.training.parallel import FoldWorkerError, fold_threads
+from foxhunt.training.parallel import FoldWorkerError, ParallelFolds, fold_threads
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from .builders import instrument, pipeline, synth, tiny_spec
@@ -57,7 +57,7 @@ def test_folds_at_once_write_the_run_the_sequential_path_writes(market, tmp_path
     finally:
         torch.set_num_threads(threads)
     seen = []
-    result = make(market, tmp_path / "par", on_epoch=seen.append).run(parallel_folds=2)
+    result = make(market, tmp_path / "par", on_epoch=seen.append).run(parallel=ParallelFolds(2))
     seq, par = tmp_path / "seq", tmp_path / "par"
     assert folds_doc(par) == folds_doc(seq)
     assert [f.fold for f in result.folds] == [0, 1]
@@ -99,7 +99,8 @@ def test_a_resumed_run_skips_finished_folds_and_resumes_the_rest_at_once(market,
     kept = (tmp_path / "checkpoints" / "fold0.pt").read_bytes()
     seen, told = [], []
     result = make(market, tmp_path, spec, on_epoch=seen.append,
-                  on_fold=lambda r: told.append(r.fold)).run(resume=True, parallel_folds=2)
+                  on_fold=lambda r: told.append(r.fold)).run(
+        resume=True, parallel=ParallelFolds(2))
     assert sorted((x["fold"], x["epoch"]) for x in seen) == [(1, 1), (2, 0), (2, 1)]
     assert told[0] == 0 and sorted(told) == [0, 1, 2]
     lines = read_lines(tmp_path / "run.jsonl")
@@ -126,7 +127,7 @@ def test_a_fold_failing_in_a_worker_fails_the_run_with_its_one_line_error(market
     pipe.fail_at = trainer.folds[1].train.stop
     start = time.perf_counter()
     with pytest.raises(FoldWorkerError) as caught:
-        trainer.run(parallel_folds=2)
+        trainer.run(parallel=ParallelFolds(2))
     assert str(caught.value) == "fold 1: RuntimeError: features broke"
     assert time.perf_counter() - start < 60  # the other worker was stopped, nothing hung
 
@@ -134,7 +135,7 @@ def test_a_fold_failing_in_a_worker_fails_the_run_with_its_one_line_error(market
 @pytest.mark.parametrize("n", [0, -2])
 def test_no_folds_at_once_is_a_one_line_error(market, tmp_path, n):
     with pytest.raises(ConfigError, match=f"parallel folds: {n} is not a number of folds"):
-        make(market, tmp_path).run(parallel_folds=n)
+        make(market, tmp_path).run(parallel=ParallelFolds(n))
     assert not (tmp_path / "spec.json").exists()
 
 

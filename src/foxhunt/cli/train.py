@@ -238,7 +238,7 @@ def run_training(
     from foxhunt.devices import resolve_device
     from foxhunt.features.pipeline import FeaturePipeline, fit_to_bars
     from foxhunt.profiles import choose_profile
-    from foxhunt.training.parallel import rounds
+    from foxhunt.training.parallel import ParallelFolds, rounds
     from foxhunt.training.trainer import WalkForwardTrainer
 
     resolved = settings_of(ctx)
@@ -332,9 +332,9 @@ def run_training(
             first = "fold 1" if width == 1 else f"{width} folds at once"
             task = progress.add_task("walk-forward", total=clock.total, rate="",
                                      status=f"{first}: setting up, compiling on CUDA")
-            result = trainer.run(resume=resume, parallel_folds=width)
+            result = trainer.run(resume=resume, parallel=ParallelFolds(width))
     else:
-        result = trainer.run(resume=resume, parallel_folds=width)
+        result = trainer.run(resume=resume, parallel=ParallelFolds(width))
     if not resume:  # a parallel run's phases are fold-seconds: one fold's process's rate
         rates.record(trainer.spec, dev, clock.total, result.phases)
     return result, choice, dev

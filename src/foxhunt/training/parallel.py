@@ -32,7 +32,7 @@ from typing import Any, Self
 
 import torch
 
-from foxhunt.errors import FoxhuntError
+from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.training.checkpoint import read_checkpoint
 from foxhunt.training.tracking import RunTracker
 from foxhunt.training.trainer import (
@@ -54,6 +54,20 @@ CALLBACKS = ("on_epoch", "on_fold", "tracker")
 
 class FoldWorkerError(FoxhuntError):
     """A fold failed in its worker, or a worker died: the run stops with this one line."""
+
+
+class ParallelFolds:
+    """`WalkForwardTrainer.run(parallel=ParallelFolds(n))`: up to `n` folds at once."""
+
+    def __init__(self, width: int):
+        if width < 1:
+            raise ConfigError(f"parallel folds: {width} is not a number of folds at once "
+                              "(1 or more)")
+        self.width = width
+
+    def run(self, trainer: WalkForwardTrainer, result: RunResult, done: dict[int, FoldReport],
+            pending: list[Fold], resume: bool, began: float) -> None:
+        run_parallel(trainer, result, done, pending, resume, self.width, began)
 
 
 def run_parallel(trainer: WalkForwardTrainer, result: RunResult, done: dict[int, FoldReport],

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -165,6 +165,16 @@ def _write_json(path: Path, doc: Any) -> None:
     write_text_atomic(json.dumps(doc, indent=2), path)
 
 
+class FoldRunner(Protocol):
+    """Trains a run's pending folds some other way than one after another in this process
+    (`parallel.ParallelFolds`), recording each through `WalkForwardTrainer._fold_recorded`."""
+
+    width: int
+
+    def run(self, trainer: WalkForwardTrainer, result: RunResult, done: dict[int, FoldReport],
+            pending: list[Fold], resume: bool, began: float) -> None: ...
+
+
 class WalkForwardTrainer:
     def __init__(
         self,
@@ -230,14 +240,11 @@ class WalkForwardTrainer:
     def total_epochs(self) -> int:
         return len(self.folds) * self.spec.train.epochs
 
-    def run(self, resume: bool = False, parallel_folds: int = 1) -> RunResult:
-        """Train every fold not finished yet, in fold order; `parallel_folds` > 1 trains up to
-        that many at once in worker processes (`parallel.run_parallel`), a runtime choice
-        that is not in spec.json: the run directory comes out as one fold at a time writes
-        it."""
-        if parallel_folds < 1:
-            raise ConfigError(f"parallel folds: {parallel_folds} is not a number of folds at "
-                              "once (1 or more)")
+    def run(self, resume: bool = False, parallel: FoldRunner | None = None) -> RunResult:
+        """Train every fold not finished yet, in fold order; `parallel` (a
+        `parallel.ParallelFolds`) trains several at once in worker processes, a runtime
+        choice that is not in spec.json: the run directory comes out as one fold at a time
+        writes it."""
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         spec_doc = self.spec.model_dump(mode="json")
         spec_file = self.run_dir / "spec.json"
@@ -254,10 +261,8 @@ class WalkForwardTrainer:
         self.phases = dict.fromkeys(PHASES, 0.0)
         pending = [f for f in self.folds if f.index not in done]
         with RunTracker(self.run_dir, spec_doc, resume) as self.tracker:
-            if min(parallel_folds, len(pending)) > 1:
-                from foxhunt.training.parallel import run_parallel
-
-                run_parallel(self, result, done, pending, resume, parallel_folds, began)
+            if parallel is not None and min(parallel.width, len(pending)) > 1:
+                parallel.run(self, result, done, pending, resume, began)
             else:
                 for fold in self.folds:
                     report = done[fold.index] if fold.index in done else self._run_fold(fold, resume)
