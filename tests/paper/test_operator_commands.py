@@ -41,14 +41,14 @@ def test_a_halt_lands_while_another_writer_appends_marks(isolated_home, capsys):
             try:
                 writer.mark("SYN", Decimal("4000.25"), ts)
                 marks.append(ts)
-                time.sleep(0.002)  # a fast trader: a bar every 2 ms
+                time.sleep(0.005)  # a fast trader: a bar every 5 ms
             except (SeqTakenError, DuplicateEventError, LogBusyError):  # the operator was first
                 writer.store.sync()
 
     thread = threading.Thread(target=trade)
     thread.start()
     try:
-        for _ in range(500):
+        for _ in range(1000):
             if len(marks) >= 5:
                 break
             time.sleep(0.01)
@@ -56,7 +56,7 @@ def test_a_halt_lands_while_another_writer_appends_marks(isolated_home, capsys):
             doc = operator_command(isolated_home, "a", None, contracts, action, action, "a test")
             assert doc.reason == action
         before = len(marks)
-        for _ in range(500):
+        for _ in range(1000):
             if len(marks) >= before + 5:
                 break
             time.sleep(0.01)
