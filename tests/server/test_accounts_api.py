@@ -92,3 +92,21 @@ def test_unknown_accounts_and_paths_outside_their_folders_are_refused(client, he
         r = client.get(url, headers=h)
         assert r.status_code in codes, f"{url}: {r.status_code} {r.text}"
         assert set(r.json()) == {"error"} and "\n" not in r.json()["error"]
+
+
+def test_a_live_traders_journaled_bars_reach_the_stream(client, headers, paper_account, isolated_home):
+    token = sign_in(client, "vic")["Authorization"][7:]
+    journal = isolated_home / "trading" / "a1.bars.jsonl"
+    journal.write_text(json.dumps({"symbol": "SYN", "ts": 1, "ohlcv": [1, 2, 0.5, 1.5, 7]}) + "\n")
+    with client.websocket_connect("/api/v1/ws/accounts/a1") as ws:
+        ws.send_json({"token": token})
+        assert ws.receive_json()["type"] == "welcome"
+        assert ws.receive_json()["type"] == "snapshot"  # the bars before it are the REST's
+        line = json.dumps({"symbol": "SYN", "ts": 1_704_300_000_000_000_000,
+                           "ohlcv": [4000.25, 4001.0, 3999.75, 4000.5, 12]})
+        with journal.open("a") as f:
+            f.write(line + "\n" + line[:20])  # and half of the next line, still being written
+        batch = ws.receive_json()
+        assert batch["events"] == [] and batch["bars"] == [
+            {"symbol": "SYN", "ts_ns": 1_704_300_000_000_000_000, "open": 4000.25,
+             "high": 4001.0, "low": 3999.75, "close": 4000.5, "volume": 12}]

@@ -547,7 +547,11 @@ def _routes(app: FastAPI, state: ServerState) -> None:
         if who is None:
             return
         try:
-            queue, first = await state.hub.subscribe(account, lambda: _open(account))
+            from foxhunt.paper.accounts import check_account
+
+            check_account(account)
+            queue, first = await state.hub.subscribe(
+                account, lambda: _open(account), state.home / "trading" / f"{account}.bars.jsonl")
         except FoxhuntError as exc:
             await ws.send_json({"type": "error", "error": _one_line(str(exc))})
             await ws.close(4404 if isinstance(exc, NotFound) else 4400)

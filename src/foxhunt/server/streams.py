@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from foxhunt.errors import FoxhuntError
@@ -56,12 +57,14 @@ class Batch(dict):
 class AccountFollower:
     """Follows one account's log for its subscribers."""
 
-    def __init__(self, account: str, open_engine: Callable[[], tuple[Any, str]], poll_s: float):
+    def __init__(self, account: str, open_engine: Callable[[], tuple[Any, str]], poll_s: float,
+                 bar_journal: Path | None = None):
         self.account, self.open_engine, self.poll_s = account, open_engine, poll_s
         self.subscribers: set[asyncio.Queue] = set()
         self.task: asyncio.Task | None = None
         self.engine = None
         self.url = ""
+        self.bars = BarTail(bar_journal) if bar_journal is not None else None
 
     def snapshot(self) -> dict[str, Any]:
         from foxhunt.paper.accounts import positions_doc, risk_doc
@@ -71,17 +74,21 @@ class AccountFollower:
 
     async def start(self) -> None:
         self.engine, self.url = await asyncio.to_thread(self.open_engine)
+        if self.bars is not None:
+            self.bars.skip_to_end()
         self.task = asyncio.create_task(self._run(), name=f"follow {self.account}")
 
     def _poll(self) -> Batch | None:
-        if self.engine.store.latest_seq() == self.engine.seq:
+        bars = self.bars.read_new() if self.bars is not None else []
+        new = [] if self.engine.store.latest_seq() == self.engine.seq else self.engine.follow()
+        if not new and not bars:
             return None
-        new = self.engine.follow()
-        if not new:
-            return None
-        return Batch({"type": "events", "account": self.account,
-                      "events": [event_json(seq, e, self.engine.contracts) for seq, e in new],
-                      **self.snapshot()})
+        doc = {"type": "events", "account": self.account,
+               "events": [event_json(seq, e, self.engine.contracts) for seq, e in new],
+               **self.snapshot()}
+        if bars:
+            doc["bars"] = bars
+        return Batch(doc)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -110,6 +117,40 @@ class AccountFollower:
                 self.engine.store.close()
 
 
+class BarTail:
+    """The new whole lines of a live trader's bar journal (`ACCOUNT.bars.jsonl`: symbol, ts,
+    ohlcv), read from where the last read stopped; a line still being written waits."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset = path, 0
+
+    def skip_to_end(self) -> None:
+        try:
+            self.offset = self.path.stat().st_size
+        except OSError:
+            self.offset = 0
+
+    def read_new(self) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return []
+        end = chunk.rfind(b"\n") + 1
+        self.offset += end
+        out = []
+        for line in chunk[:end].splitlines():
+            try:
+                rec = json.loads(line)
+                o, h, lo, c, v = rec["ohlcv"]
+                out.append({"symbol": rec["symbol"], "ts_ns": int(rec["ts"]), "open": o,
+                            "high": h, "low": lo, "close": c, "volume": v})
+            except (ValueError, KeyError, TypeError):
+                continue  # a damaged line is the journal reader's to report, not the stream's
+        return out
+
+
 class StreamHub:
     """The followers of one app; each subscriber gets a queue of batches (None: the end)."""
 
@@ -118,12 +159,14 @@ class StreamHub:
         self.followers: dict[str, AccountFollower] = {}
         self._lock = asyncio.Lock()
 
-    async def subscribe(self, account: str, open_engine) -> tuple[asyncio.Queue, dict[str, Any]]:
-        """A queue of the account's new batches and its state now (the first message)."""
+    async def subscribe(self, account: str, open_engine, bar_journal: Path | None = None
+                        ) -> tuple[asyncio.Queue, dict[str, Any]]:
+        """A queue of the account's new batches (with the live bars its trader journaled, when
+        it has a bar journal) and its state now (the first message)."""
         async with self._lock:
             f = self.followers.get(account)
             if f is None or f.task is None or f.task.done():
-                f = AccountFollower(account, open_engine, self.poll_s)
+                f = AccountFollower(account, open_engine, self.poll_s, bar_journal)
                 await f.start()
                 self.followers[account] = f
             q: asyncio.Queue = asyncio.Queue()

@@ -134,6 +134,7 @@ function stream(account) {
     if (msg.type === "error") { fail(msg.error); return; }
     if (msg.type === "snapshot" || msg.type === "events") {
       (msg.events || []).forEach(onEvent);
+      (msg.bars || []).forEach(onBar);
       showRisk(msg.risk); showPositions(msg.positions);
       if (msg.events) { drawMarkers(); drawOrders(); }
     }
@@ -166,6 +167,16 @@ function onEvent(e) {
     o.ts_last = e.ts_ns;
     state.orders.set(e.client_order_id, o);
   }
+}
+
+// A live trader's journaled bar: the candle as the feed built it (a mark gives only its close).
+function onBar(b) {
+  const bar = { time: sec(b.ts_ns), open: b.open, high: b.high, low: b.low, close: b.close };
+  const last = state.bars[state.bars.length - 1];
+  if (last && bar.time < last.time) return;
+  if (last && bar.time === last.time) state.bars[state.bars.length - 1] = bar; else state.bars.push(bar);
+  state.candles.update(bar);
+  root.dataset.candles = state.bars.length;
 }
 
 function addFill(e) {
