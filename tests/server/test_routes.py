@@ -132,3 +132,26 @@ def test_the_openapi_schema_lists_every_route(app, client, headers):
     assert set(app.state.route_roles) <= documented
     assert sign_in(client, "vic")  # the token route is in the schema too
     assert ("POST", "/api/v1/auth/token") in documented
+
+
+def test_a_removed_user_a_lowered_role_and_a_revoked_key_stop_their_tokens(isolated_home):
+    app = create_app(isolated_home, server_config(recheck_s=0))
+    auth = app.state.foxhunt.auth
+    auth.add_user("ann", Role.admin, PASSWORD)
+    auth.add_user("bob", Role.trader, PASSWORD)
+    with TestClient(app) as c:
+        ann, bob = sign_in(c, "ann"), sign_in(c, "bob")
+        key_id, key = auth.create_key("bob", "bot")
+        by_key = {"Authorization": "Bearer " + c.post(
+            "/api/v1/auth/token", json={"api_key": key}).json()["token"]}
+        assert c.get("/api/v1/users", headers=ann).status_code == 200
+        auth.set_role("ann", Role.viewer)
+        r = c.get("/api/v1/users", headers=ann)
+        assert r.status_code == 403 and "ann is a viewer" in r.json()["error"]
+        assert c.get("/api/v1/me", headers=by_key).status_code == 200
+        auth.revoke_key(key_id)
+        assert c.get("/api/v1/me", headers=by_key).status_code == 401
+        assert c.get("/api/v1/me", headers=bob).status_code == 200  # his password token stands
+        auth.remove_user("bob")
+        r = c.get("/api/v1/me", headers=bob)
+        assert r.status_code == 401 and "removed" in r.json()["error"]

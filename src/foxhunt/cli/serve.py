@@ -140,7 +140,7 @@ def user_list(ctx: typer.Context, db: DbOpt = None, as_json: JsonOpt = False) ->
 def user_role(ctx: typer.Context, name: Annotated[str, typer.Argument(help="User name.")],
               role: Annotated[str, typer.Argument(help="viewer, trader or admin.")],
               db: DbOpt = None) -> None:
-    """Change a user's role (their tokens keep the old role until they expire)."""
+    """Change a user's role (a running server applies it within 2 s, to tokens already given)."""
     from foxhunt.server.auth import Role
 
     parsed = Role.parse(role)
@@ -204,7 +204,7 @@ def key_list(ctx: typer.Context, user: Annotated[str | None, typer.Option(
 @key_app.command("revoke")
 def key_revoke(ctx: typer.Context, key_id: Annotated[str, typer.Argument(help="The key's id.")],
                db: DbOpt = None) -> None:
-    """Revoke an API key (tokens it gave keep working until they expire)."""
+    """Revoke an API key (a running server refuses the tokens it gave within 2 s)."""
     store = _store(ctx, db)
     store.revoke_key(key_id)
     store.record(_actor(), f"key revoke {key_id}", 0)

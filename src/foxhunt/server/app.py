@@ -39,6 +39,7 @@ from foxhunt.server.accounts import OpenAccounts
 from foxhunt.server.auth import (
     AuthError,
     AuthStore,
+    CallerCache,
     LoginThrottle,
     Principal,
     Role,
@@ -131,6 +132,7 @@ class ServerState:
     hub: StreamHub
     jobs: Any
     metrics: ApiMetrics
+    callers: CallerCache
     accounts: OpenAccounts | None = None
 
 
@@ -156,7 +158,8 @@ def create_app(home: Path, config: ServerConfig | None = None, *, db_url: str | 
         throttle=LoginThrottle(config.login_failures, config.login_window_s),
         views=HomeViews(home, store_path or home / "store.duckdb",
                         instruments_file or home / "instruments.toml"),
-        hub=StreamHub(config.stream_poll_s), jobs=JobStore(engine), metrics=ApiMetrics())
+        hub=StreamHub(config.stream_poll_s), jobs=JobStore(engine), metrics=ApiMetrics(),
+        callers=CallerCache(auth, config.recheck_s))
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
@@ -212,6 +215,11 @@ def require(role: Role):
             who = state.tokens.check(token)
         except TokenError as exc:
             raise HTTPException(401, str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
+        now = state.callers.current(who)
+        if now is None:
+            raise HTTPException(401, f"{who.name}: the user was removed or the API key revoked; "
+                                "sign in again", headers={"WWW-Authenticate": "Bearer"})
+        who = now
         request.state.principal = who
         if not who.may(role):
             raise HTTPException(403, f"{who.name} is a {who.role.name}; this needs {role.name}")
@@ -634,6 +642,11 @@ async def _ws_sign_in(ws: WebSocket, state: ServerState, role: Role) -> Principa
         reason = str(exc) if isinstance(exc, TokenError) else "send {\"token\": ...} first"
         await _close(ws, 4401, reason)
         return None
+    now = await asyncio.to_thread(state.callers.current, who)
+    if now is None:
+        await _close(ws, 4401, f"{who.name}: the user was removed or the API key revoked")
+        return None
+    who = now
     if not who.may(role):
         await _close(ws, 4403, f"{who.name} is a {who.role.name}; this needs {role.name}")
         return None

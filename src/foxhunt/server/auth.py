@@ -169,6 +169,21 @@ class AuthStore:
                                 .order_by(users.c.name)).all()
         return [{"name": n, "role": r, "created_ns": c, "password": bool(p)} for n, r, c, p in rows]
 
+    def current(self, who: Principal) -> Principal | None:
+        """The token's caller as the database has them now: their role today, or None when the
+        user was removed or the API key the token came from was revoked."""
+        q = sa.select(users.c.role).where(users.c.name == who.name)
+        key_id = who.via[4:] if who.via.startswith("key:") else None
+        with self.engine.connect() as conn:
+            row = conn.execute(q).first()
+            if row is None:
+                return None
+            if key_id is not None and conn.execute(sa.select(api_keys.c.key_id).where(
+                    (api_keys.c.key_id == key_id) & (api_keys.c.user_name == who.name)
+                    & api_keys.c.revoked_ns.is_(None))).first() is None:
+                return None
+        return Principal(who.name, Role[row[0]], who.via)
+
     def role_of(self, name: str) -> Role | None:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(users.c.role).where(users.c.name == name)).first()
@@ -300,6 +315,30 @@ class TokenIssuer:
             raise TokenError("token expired: sign in again") from None
         except (jwt.InvalidTokenError, KeyError, AuthError, TypeError):
             raise TokenError("invalid token") from None
+
+
+class CallerCache:
+    """`AuthStore.current` remembered for `ttl_s`, so that a removed user, a lowered role or a
+    revoked key stops a token within that time without a database read on every request."""
+
+    def __init__(self, store: AuthStore, ttl_s: float = 2.0):
+        self.store, self.ttl_s = store, ttl_s
+        self._seen: dict[tuple[str, str], tuple[float, Principal | None]] = {}
+        self._lock = threading.Lock()
+
+    def current(self, who: Principal, now: float | None = None) -> Principal | None:
+        now = time.monotonic() if now is None else now
+        key = (who.name, who.via)
+        with self._lock:
+            hit = self._seen.get(key)
+        if hit is not None and now < hit[0]:
+            return hit[1]
+        fresh = self.store.current(who)
+        with self._lock:
+            if len(self._seen) > 10_000:
+                self._seen.clear()
+            self._seen[key] = (now + self.ttl_s, fresh)
+        return fresh
 
 
 class LoginThrottle:

@@ -20,4 +20,6 @@ class ServerConfig(StrictConfig):
     login_window_s: float = Field(60.0, gt=0, description="the pause and the counting window")
     stream_poll_s: float = Field(0.02, gt=0, le=5, description="how often a stream looks for "
                                  "events other processes wrote")
+    recheck_s: float = Field(2.0, ge=0, le=300, description="how long a caller's role is taken "
+                             "as read: a removed user or a revoked key stops within this time")
     argon2: Argon2Settings = Argon2Settings()
