@@ -12,6 +12,7 @@ falls back to the batch table over the closes so far (correct, O(t)).
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from foxhunt.backtest.strategies import (
 Row = tuple[int, int, int]
 
 
-class RuleRows:
+class RuleRows(ABC):
     """Row t of a rule's table from the closes up to t: `push(close)` for every bar in order
     (bar 0 first), each returning the new row; `row(t)` reads any row pushed so far."""
 
@@ -47,8 +48,9 @@ class RuleRows:
     def __len__(self) -> int:
         return len(self.rows)
 
+    @abstractmethod
     def _next(self, close: float) -> Row:
-        raise NotImplementedError
+        """Row t from close t and what the earlier rows left."""
 
 
 def _side_row(side: int, size: int) -> Row:

@@ -356,21 +356,8 @@ class LiveTrader(BarSteps):
                 return
             time.sleep(0.005)
 
-    def _retrying(self, step: Callable[[], None]) -> None:
-        """A step, run again when an operator's command (`foxhunt risk halt|kill`) took the
-        log's next sequence number first: the engine folds the log again (the command
-        included), reconciliation sends what the command asked of the venue, and the step,
-        which is idempotent, runs once more."""
-        for attempt in range(3):
-            try:
-                step()
-                return
-            except EventLogError as exc:
-                if "another writer" not in str(exc) or attempt == 2:
-                    raise
-                assert self.engine is not None
-                self.engine._refold()
-                self._reconcile("operator command")
+    def _after_operator(self) -> None:
+        self._reconcile("operator command")
 
     def _between_bars(self) -> None:
         eng = self.engine

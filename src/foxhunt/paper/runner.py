@@ -31,7 +31,9 @@ journal that already hold a run):
 
 from __future__ import annotations
 
+import functools
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -49,7 +51,7 @@ from foxhunt.env.market import average_true_range, dollar_volatility, session_en
 from foxhunt.errors import ConfigError
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.sim import SimulatedVenue
-from foxhunt.execution.store import EventLogError, EventStore
+from foxhunt.execution.store import EventStore, SeqTakenError
 from foxhunt.orders.contract import Contract, money_text
 from foxhunt.orders.enums import OrderType, Side, TimeInForce
 from foxhunt.orders.errors import TradingError
@@ -178,7 +180,7 @@ def _asked_stop(engine: TradingEngine, order: Order) -> int | None:
     return stop
 
 
-class BarSteps:
+class BarSteps(ABC):
     """The per-bar steps paper and live trading share: a bar's fills into the env's mirror, the
     policy's decision, its market order and protective stop through the OMS, the flatten at a
     session's close. A subclass says where bars and reports come from: `PaperTrader` (stored
@@ -324,6 +326,27 @@ class BarSteps:
                                     client_order_id=stop_id, tag=STOP_TAG), ts)
 
 
+    def _retrying(self, step: Callable[[], None]) -> None:
+        """A step, run again when an operator's command (`foxhunt risk halt|kill`) took the
+        log's next sequence number first: the engine folds the log again (the command
+        included), `_after_operator` sends what the command asked of the venue, and the step,
+        which is idempotent, runs once more."""
+        for attempt in range(3):
+            try:
+                step()
+                return
+            except SeqTakenError:
+                if attempt == 2:
+                    raise
+                assert self.engine is not None
+                self.engine._refold()
+                self._after_operator()
+
+    @abstractmethod
+    def _after_operator(self) -> None:
+        """Reconcile after an operator's command was folded in (each trader says how)."""
+
+
 class PaperTrader(BarSteps):
     """One symbol, one policy, bars [start, stop) of a stored series, one account's log."""
 
@@ -417,6 +440,9 @@ class PaperTrader(BarSteps):
                 "with the same symbol, bars and --from/--to")
         return t, counts
 
+    def _after_operator(self) -> None:
+        self._reconcile()
+
     def _reconcile(self) -> dict[str, int]:
         assert self.engine is not None
         return reconcile(self.engine, self.venue, self.symbol, on_fill=self._note_fill)
@@ -439,7 +465,7 @@ class PaperTrader(BarSteps):
                 due = (int(bars.ts[t]) - t0) / 1e9 / self.speed - (time.monotonic() - began)
                 if due > 0:
                     self.sleep(due)
-            self._live_bar_retrying(t)
+            self._retrying(functools.partial(self._live_bar, t))
             if self.progress is not None:
                 self.progress(t + 1 - self.lo, self.hi - self.lo)
         self._flush()
@@ -448,22 +474,6 @@ class PaperTrader(BarSteps):
     def _at_close(self, ts: int, close: float) -> None:
         self.venue.on_close(self.symbol, ts, close)
         self._deliver()
-
-    def _live_bar_retrying(self, t: int) -> None:
-        """A bar, run again when an operator's command (`foxhunt risk halt|kill`) took the
-        log's next sequence number first: the engine has folded the log again (the command
-        included), reconciliation sends what the command asked of the venue, and the bar's
-        steps, which are idempotent, run once more."""
-        for attempt in range(3):
-            try:
-                self._live_bar(t)
-                return
-            except EventLogError as exc:
-                if "another writer" not in str(exc) or attempt == 2:
-                    raise
-                assert self.engine is not None
-                self.engine._refold()
-                self._reconcile()
 
     def _replay_bar(self, t: int) -> None:
         if t > self.first:
