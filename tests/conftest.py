@@ -19,6 +19,25 @@ def isolated_home(tmp_path_factory, monkeypatch):
     return home
 
 
+@pytest.fixture
+def otel_memory(monkeypatch):
+    """Telemetry on, into the SDK's in-memory span exporter and metric reader (an OTLP endpoint
+    in the environment ignored), and off again after the test: `(spans, reader)`."""
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from foxhunt import telemetry
+
+    for name in (telemetry.ENDPOINT_ENV, telemetry.TRACES_ENDPOINT_ENV,
+                 telemetry.METRICS_ENDPOINT_ENV, telemetry.DISABLED_ENV,
+                 telemetry.SERVICE_NAME_ENV):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+    assert telemetry.configure("test", span_exporter=spans, metric_reader=reader)
+    yield spans, reader
+    telemetry.shutdown()
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -22,16 +22,6 @@ def no_otel_env(monkeypatch):
     telemetry.shutdown()
 
 
-@pytest.fixture
-def memory():
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    assert telemetry.configure("test", span_exporter=spans, metric_reader=reader)
-    return spans, reader
-
-
 def metric_points(reader) -> dict[str, list]:
     out: dict[str, list] = {}
     data = reader.get_metrics_data()
@@ -63,8 +53,8 @@ def test_sdk_disabled_wins_over_an_endpoint(monkeypatch):
     assert not telemetry.enabled()
 
 
-def test_spans_nest_and_carry_attributes(memory):
-    spans, _ = memory
+def test_spans_nest_and_carry_attributes(otel_memory):
+    spans, _ = otel_memory
     with telemetry.span("outer", {"job": "j1"}) as outer:
         assert outer.is_recording()
         with telemetry.span("inner") as inner:
@@ -76,8 +66,8 @@ def test_spans_nest_and_carry_attributes(memory):
     assert done["outer"].resource.attributes["service.name"] == "test"
 
 
-def test_an_exception_is_recorded_and_raised(memory):
-    spans, _ = memory
+def test_an_exception_is_recorded_and_raised(otel_memory):
+    spans, _ = otel_memory
     with pytest.raises(ValueError), telemetry.span("failing"):
         raise ValueError("boom")
     (failed,) = spans.get_finished_spans()
@@ -85,14 +75,14 @@ def test_an_exception_is_recorded_and_raised(memory):
     assert failed.events[0].name == "exception"
 
 
-def test_meter_records_to_the_reader(memory):
-    _, reader = memory
+def test_meter_records_to_the_reader(otel_memory):
+    _, reader = otel_memory
     telemetry.meter("t").create_histogram("foxhunt.test.latency", unit="s").record(0.5)
     (point,) = metric_points(reader)["foxhunt.test.latency"]
     assert point.count == 1 and point.sum == 0.5
 
 
-def test_shutdown_turns_it_off_and_configure_again_works(memory):
+def test_shutdown_turns_it_off_and_configure_again_works(otel_memory):
     telemetry.shutdown()
     assert not telemetry.enabled()
     with telemetry.span("ignored") as s:
@@ -105,7 +95,7 @@ def test_shutdown_turns_it_off_and_configure_again_works(memory):
     with telemetry.span("second"):
         pass
     assert [s.name for s in again.get_finished_spans()] == ["second"]
-    assert memory[0].get_finished_spans() == ()
+    assert otel_memory[0].get_finished_spans() == ()
 
 
 def test_an_endpoint_builds_otlp_exporters():

@@ -4,41 +4,16 @@ the fill latency. Off, the engine touches no instrument."""
 
 from __future__ import annotations
 
-import pytest
-
 from foxhunt import telemetry
 from foxhunt.execution import venue as v
 from foxhunt.orders import OrderRequest, OrderStatus, Side
 
+from ..test_telemetry import metric_points
 from .helpers import T0, RecordingVenue, engine
 
 
-@pytest.fixture
-def memory(monkeypatch):
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    for name in (telemetry.ENDPOINT_ENV, telemetry.TRACES_ENDPOINT_ENV,
-                 telemetry.METRICS_ENDPOINT_ENV, telemetry.DISABLED_ENV):  # fmt: skip
-        monkeypatch.delenv(name, raising=False)
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    assert telemetry.configure("test", span_exporter=spans, metric_reader=reader)
-    yield spans, reader
-    telemetry.shutdown()
-
-
-def points(reader) -> dict[str, list]:
-    out: dict[str, list] = {}
-    data = reader.get_metrics_data()
-    for rm in data.resource_metrics if data else []:
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                out.setdefault(m.name, []).extend(m.data.data_points)
-    return out
-
-
-def test_an_orders_life_is_traced_and_counted(memory):
-    spans, reader = memory
+def test_an_orders_life_is_traced_and_counted(otel_memory):
+    spans, reader = otel_memory
     eng = engine(venue=RecordingVenue(), max_position=2)
     eng.mark("ES", "4500.00", T0)
     spans.clear()
@@ -66,7 +41,7 @@ def test_an_orders_life_is_traced_and_counted(memory):
     assert set(reports) == {"Accepted", "Filled"}
     fill = reports["Filled"].attributes
     assert fill["foxhunt.quantity"] == 2 and fill["foxhunt.order.fill_latency_ms"] >= 0
-    m = points(reader)
+    m = metric_points(reader)
     assert [p.value for p in m["foxhunt.orders.submitted"]] == [1]
     (reject,) = m["foxhunt.orders.risk_rejects"]
     assert reject.value == 1 and reject.attributes["foxhunt.risk.check"] == "max_position"

@@ -6,8 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-
 from foxhunt import telemetry
 from foxhunt.db import DatabaseError
 from foxhunt.jobs import JobState, JobStore
@@ -15,21 +13,8 @@ from foxhunt.jobs.child import Outcome
 from foxhunt.jobs.worker import Worker, WorkerConfig
 
 from ..cli.test_cli import run_json
-from ..test_telemetry import OTEL_ENV, metric_points
+from ..test_telemetry import metric_points
 from .fakes import Endlessly, Scripted
-
-
-@pytest.fixture
-def memory(monkeypatch):
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    for name in OTEL_ENV:
-        monkeypatch.delenv(name, raising=False)
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    assert telemetry.configure("test", span_exporter=spans, metric_reader=reader)
-    yield spans, reader
-    telemetry.shutdown()
 
 
 def job_spans(spans) -> list:
@@ -40,9 +25,9 @@ def events(span) -> list[str]:
     return [e.name for e in span.events]
 
 
-def test_foxhunt_worker_traces_each_job_and_reports_the_queue(capsys, market, tmp_path, memory,
+def test_foxhunt_worker_traces_each_job_and_reports_the_queue(capsys, market, tmp_path, otel_memory,
                                                               monkeypatch):
-    spans, reader = memory
+    spans, reader = otel_memory
     configured = []
     real_configure = telemetry.configure
     monkeypatch.setattr(telemetry, "configure",
@@ -77,8 +62,8 @@ def running_worker(store: JobStore, tmp_path, **config) -> tuple[Worker, threadi
     return worker, thread, executor
 
 
-def test_a_cancelled_job_and_a_failed_heartbeat_are_events(tmp_path, memory, monkeypatch):
-    spans, reader = memory
+def test_a_cancelled_job_and_a_failed_heartbeat_are_events(tmp_path, otel_memory, monkeypatch):
+    spans, reader = otel_memory
     store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
     job = store.submit("train", ["SYN"])
     renew, failures = store.heartbeat, iter([DatabaseError("database is locked")])
@@ -102,8 +87,8 @@ def test_a_cancelled_job_and_a_failed_heartbeat_are_events(tmp_path, memory, mon
     assert finished.attributes["foxhunt.job.state"] == "cancelled"
 
 
-def test_a_job_taken_over_or_left_by_a_stopping_worker_is_not_finished(tmp_path, memory):
-    spans, reader = memory
+def test_a_job_taken_over_or_left_by_a_stopping_worker_is_not_finished(tmp_path, otel_memory):
+    spans, reader = otel_memory
     store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
     taken = store.submit("train", ["SYN"])
     _, thread, _ = running_worker(store, tmp_path, lease_s=0.01)
@@ -124,10 +109,10 @@ def test_a_job_taken_over_or_left_by_a_stopping_worker_is_not_finished(tmp_path,
     assert "foxhunt.jobs.finished" not in metric_points(reader)
 
 
-def test_a_failed_job_span_has_error_status(tmp_path, memory):
+def test_a_failed_job_span_has_error_status(tmp_path, otel_memory):
     from opentelemetry.trace import StatusCode
 
-    spans, _ = memory
+    spans, _ = otel_memory
     store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
     store.submit("backtest", ["NOPE"])
     executor = Scripted(Outcome(1, "", ["error: NOPE: no such symbol"]))

@@ -24,6 +24,7 @@ from foxhunt.training.tracking import (
 )
 from foxhunt.training.trainer import WalkForwardTrainer
 
+from ..test_telemetry import metric_points
 from .builders import instrument, pipeline, synth, tiny_spec
 
 CPU = torch.device("cpu")
@@ -176,12 +177,8 @@ def test_mlflow_logs_params_metrics_verdicts_and_artifacts(market, tmp_path, mon
         a.path for a in client.list_artifacts(run_id)}
 
 
-def test_telemetry_spans_and_metrics_of_a_run(market, tmp_path):
-    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-    telemetry.configure("test", span_exporter=spans, metric_reader=reader)
+def test_telemetry_spans_and_metrics_of_a_run(market, tmp_path, otel_memory):
+    spans, reader = otel_memory
     result = make(market, tmp_path).run()
     finished = spans.get_finished_spans()
     by_name: dict[str, list] = {}
@@ -204,11 +201,7 @@ def test_telemetry_spans_and_metrics_of_a_run(market, tmp_path):
         assert span.attributes["foxhunt.updates"] == int(line["updates"])
         assert span.attributes["foxhunt.val.sharpe"] == pytest.approx(line["val"]["sharpe"])
         assert folds[line["fold"]].start_time <= span.start_time <= span.end_time
-    points: dict[str, list] = {}
-    for rm in reader.get_metrics_data().resource_metrics:
-        for sm in rm.scope_metrics:
-            for m in sm.metrics:
-                points.setdefault(m.name, []).extend(m.data.data_points)
+    points = metric_points(reader)
     for name in ("foxhunt.train.updates_per_s", "foxhunt.train.env_steps_per_s"):
         assert sum(p.count for p in points[name]) == 4
         assert {p.attributes["foxhunt.fold"] for p in points[name]} == {0, 1}
