@@ -110,3 +110,13 @@ def test_a_live_traders_journaled_bars_reach_the_stream(client, headers, paper_a
         assert batch["events"] == [] and batch["bars"] == [
             {"symbol": "SYN", "ts_ns": 1_704_300_000_000_000_000, "open": 4000.25,
              "high": 4001.0, "low": 3999.75, "close": 4000.5, "volume": 12}]
+
+
+def test_a_live_accounts_bars_are_its_bar_journals(client, headers, paper_account, isolated_home):
+    meta = isolated_home / "trading" / "a1.paper.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "mode": "live"}))
+    lines = [json.dumps({"symbol": "SYN", "ts": ts, "ohlcv": [ts, ts + 1, ts - 1, ts, 5]})
+             for ts in (10, 20, 30)]
+    (isolated_home / "trading" / "a1.bars.jsonl").write_text("\n".join(lines) + "\n")
+    bars = client.get("/api/v1/accounts/a1/bars?last=2", headers=headers["viewer"]).json()
+    assert bars["rows"] == 2 and bars["ts"] == [20, 30] and bars["high"] == [21, 31]

@@ -209,11 +209,13 @@ class HomeViews:
             raise NotFound(f"account {account!r} has no trader's arguments (never traded here)")
         symbol, spec = meta["symbol"], meta["bars"]
         if meta.get("mode") == "live":
-            rows = _lines(files.folder / f"{files.stem}.bars.jsonl")[-last:] if last else []
-            cols = {c: [r["ohlcv"][i] for r in rows] for i, c in
-                    enumerate(("open", "high", "low", "close", "volume"))}
+            from foxhunt.server.streams import BarTail
+
+            rows = BarTail(files.folder / f"{files.stem}.bars.jsonl").read_new()
+            rows = rows[-last:] if last else []
+            cols = {c: [r[c] for r in rows] for c in ("open", "high", "low", "close", "volume")}
             return {"symbol": symbol, "bars": spec, "rows": len(rows),
-                    "ts": [r["ts"] for r in rows], **cols}
+                    "ts": [r["ts_ns"] for r in rows], **cols}
         return self.bars(symbol, spec, None, self._last_mark(account), last)
 
     def _last_mark(self, account: str) -> int | None:
