@@ -96,18 +96,6 @@ def _shown(url: str) -> str:
     return shown(url)
 
 
-def _risk_of(files):
-    from foxhunt.paper.accounts import risk_of
-
-    return risk_of(files)
-
-
-def _log_clock(engine) -> int:
-    from foxhunt.paper.accounts import log_clock
-
-    return log_clock(engine)
-
-
 # ----------------------------------------------------------------------------------- paper
 
 
@@ -629,6 +617,7 @@ def risk_adopt(
     from foxhunt.live.venues import close_venue, open_venue, parse_venue
     from foxhunt.orders.errors import TradingError
     from foxhunt.paper.account_files import AccountBusyError
+    from foxhunt.paper.accounts import log_clock
 
     if not reason.strip():
         raise ConfigError("risk adopt: give --reason (it is kept in the log)")
@@ -650,7 +639,7 @@ def risk_adopt(
             try:
                 engine.venue = live_venue
                 live_venue.connect(10.0)
-                lines = adopt_venue(engine, live_venue, symbol, ts_ns=_log_clock(engine),
+                lines = adopt_venue(engine, live_venue, symbol, ts_ns=log_clock(engine),
                                     reason=reason)  # fmt: skip
             finally:
                 engine.venue = None
