@@ -448,8 +448,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:
                points: Annotated[int, Query(ge=10, le=100_000)] = 2000) -> dict[str, Any]:
         from foxhunt.paper.accounts import equity_curve
 
-        _with_account(account, lambda e, u: None)  # the account exists and its log opens
-        return equity_curve(state.home, account, None, views.contracts(), points)
+        return equity_curve(state.home, _existing(state, account), None, views.contracts(),
+                            points)
 
     @route("GET", "/accounts/{account}/bars", Role.viewer)
     def account_bars(who: Viewer, account: str,
@@ -461,11 +461,9 @@ def _routes(app: FastAPI, state: ServerState) -> None:
     def risk_command(who: Trader, account: str,
                      action: Literal["halt", "reduce", "resume", "kill"],
                      body: RiskCommand, request: Request):
-        from foxhunt.paper.accounts import check_account, operator_command
+        from foxhunt.paper.accounts import operator_command
 
-        check_account(account)
-        if not (state.home / "trading" / f"{account}.sqlite").exists():
-            raise NotFound(f"no account {account!r} in {state.home / 'trading'}")
+        _existing(state, account)
         request.state.audit_detail = f"reason: {body.reason}" if body.reason else ""
         doc = operator_command(state.home, account, None, views.contracts(), action,
                                body.reason or f"{action} by {who.name} through the API",
@@ -578,15 +576,21 @@ def _routes(app: FastAPI, state: ServerState) -> None:
             await _jobs_stream(ws, state)
 
 
-def _open_account(state: ServerState, account: str):
-    """An account's engine folded from its default log (404 when there is none)."""
-    from foxhunt.paper.accounts import check_account, open_account
+def _existing(state: ServerState, account: str) -> str:
+    """`account`, checked to be a name with a default log here (404 when it has none)."""
+    from foxhunt.paper.accounts import check_account
 
     check_account(account)
-    file = state.home / "trading" / f"{account}.sqlite"
-    if not file.exists():
+    if not (state.home / "trading" / f"{account}.sqlite").exists():
         raise NotFound(f"no account {account!r} in {state.home / 'trading'}")
-    return open_account(state.home, account, None, state.views.contracts())
+    return account
+
+
+def _open_account(state: ServerState, account: str):
+    """An account's engine folded from its default log (404 when there is none)."""
+    from foxhunt.paper.accounts import open_account
+
+    return open_account(state.home, _existing(state, account), None, state.views.contracts())
 
 
 async def _relay(ws: WebSocket, queue: asyncio.Queue) -> None:
