@@ -43,7 +43,7 @@ def test_a_halt_lands_while_another_writer_appends_marks(isolated_home, capsys):
                 marks.append(ts)
                 time.sleep(0.005)  # a fast trader: a bar every 5 ms
             except (SeqTakenError, DuplicateEventError, LogBusyError):  # the operator was first
-                writer.store.sync()
+                writer.follow()  # apply what it wrote; syncing the store alone would skip it
 
     thread = threading.Thread(target=trade)
     thread.start()
