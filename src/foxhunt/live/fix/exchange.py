@@ -21,13 +21,17 @@ symbol's last bar market orders fill at that close and stops and limits are canc
 last one a SecurityStatus (f, SecurityTradingStatus 18) says the data ended.
 
 Threads: QuickFIX's acceptor thread calls `fromApp`; the playback thread plays bars. Both
-change the venues under `_lock` and put what they send in one outbound queue, which is sent
-after `_lock` is released, in order, under `_send_lock`: reports leave in the order the
-venues wrote them, and no thread waits for a QuickFIX session mutex while holding `_lock`.
-An order is journaled (fdatasync: the simulated venue's line holds its terms and its
-acceptance) before `fromApp` returns, so neither a killed exchange nor a power cut loses an
-order its counterparty considers delivered; the exchange's own terms line beside it is only
-flushed (rebuilt from the venue's journal when a power cut lost it).
+change the venues under `_lock` and put what they send in one outbound queue; the sender
+thread takes the queue as it stands, syncs the journals written to since its last batch
+(outside `_lock`), then sends the batch in order: reports leave in the order the venues wrote
+them, no thread waits for a QuickFIX session mutex while holding `_lock`, and nothing leaves
+before what it says is on disk. That is group commit: while one sync runs, `fromApp` goes on
+taking orders (each journal line written and flushed at once, so a killed exchange keeps it),
+and the next sync covers all of them. An order is acknowledged only once its line (the
+simulated venue's: its terms and its acceptance) is fdatasync'd; a power cut before that loses
+an order nobody was told was taken, which the client's reconciliation finds unknown and closes
+(`live/reconcile.py`). The exchange's own terms line beside it is only flushed (rebuilt from
+the venue's journal when a power cut lost it).
 
 `on_wire` (optional; benchmarks/bench_live.py's tick-to-order latency) is called with ("md",
 "SYMBOL:TS", t) for each bar's market data message (X), t the `time.perf_counter_ns()` just
@@ -232,6 +236,11 @@ class LocalExchange:
         self._lock = threading.RLock()
         self._send_lock = threading.Lock()
         self._outbound: deque[tuple[Any, Any]] = deque()
+        self._unsynced: set[SimulatedVenue] = set()  # journals the next batch must sync first
+        self._pending = threading.Event()  # the outbound queue has gained something
+        self._sending = False  # the sender holds a batch it has not sent yet
+        self._sender: threading.Thread | None = None
+        self._closing = threading.Event()
         self._go = threading.Event()
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -256,7 +265,8 @@ class LocalExchange:
     def _open_account(self, name: str, contracts: dict[str, Contract],
                       slippage_ticks: float) -> _Account:  # fmt: skip
         folder = self.state_dir / name
-        venues = {s: SimulatedVenue({s: c}, slippage_ticks, journal=folder / f"{s}.jsonl")
+        venues = {s: SimulatedVenue({s: c}, slippage_ticks, journal=folder / f"{s}.jsonl",
+                                    owner_syncs=True)
                   for s, c in contracts.items()}  # fmt: skip
         acct = _Account(name, folder, venues)
         terms = folder / "orders.jsonl"
@@ -331,6 +341,9 @@ class LocalExchange:
             raise v.VenueError(f"local exchange: cannot listen on {self.host}:{self.port} "
                                f"({' '.join(str(exc).split())})") from None
         self._acceptor = acceptor
+        self._sender = threading.Thread(target=self._send_loop, name="exchange-sender",
+                                        daemon=True)
+        self._sender.start()
         self._thread = threading.Thread(target=self._play_all, name="exchange-playback",
                                         daemon=True)
         self._thread.start()
@@ -359,10 +372,16 @@ class LocalExchange:
             self._thread = None
         acceptor, self._acceptor = self._acceptor, None
         if acceptor is not None:
+            self._flush_outbound(LOGOUT_WAIT_S)
             for acct in self.accounts.values():
                 _logout(acct.sid, lambda name=acct.name: name in self._logged_on,
                         LOGOUT_WAIT_S)  # fmt: skip
             acceptor.stop(True)
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            self._closing.set()
+            self._pending.set()
+            sender.join()
         with self._lock:
             for acct in self.accounts.values():
                 for sim in acct.venues.values():
@@ -539,6 +558,7 @@ class LocalExchange:
             view.apply(report)
             msg = self._message(acct, view, report, f"{view.symbol}-{first + k + 1}", answer)
             self._outbound.append((acct.sid, msg))
+        self._unsynced.add(sim)
 
     def _message(self, acct: _Account, view: _View, r: v.VenueReport, exec_id: str,
                  answer: tuple[str, str] | None) -> Any:  # fmt: skip
@@ -585,16 +605,46 @@ class LocalExchange:
                 else codec.price_text(contract, view.stop_ticks)}  # fmt: skip
 
     def _drain(self) -> None:
-        """Send the outbound queue in order (never with `_lock` held)."""
+        """Hand the outbound queue to the sender (called after `_lock` is released); without a
+        sender (the exchange not started) send it here."""
+        if self._sender is None:
+            self._send_batch()
+        else:
+            self._pending.set()
+
+    def _send_loop(self) -> None:
+        """The sender thread: one sync and one batch at a time, until the exchange stops."""
+        while True:
+            self._pending.wait()
+            self._pending.clear()
+            self._send_batch()
+            if self._closing.is_set():
+                with self._lock:
+                    if not self._outbound:
+                        return
+                self._pending.set()
+
+    def _send_batch(self) -> None:
+        """Sync the journals the queued reports came from, then send the queue in order. One
+        fdatasync a journal for every order that arrived since the last batch."""
         import quickfix as fix
 
+        with self._lock:
+            batch = list(self._outbound)
+            self._outbound.clear()
+            unsynced, self._unsynced = self._unsynced, set()
+            self._sending = bool(batch)
+        try:
+            for sim in unsynced:
+                sim.sync()
+        except (VenueJournalError, OSError) as exc:
+            log.critical("exchange: cannot sync a journal (%s): stopping before the session "
+                         "acknowledges what it could lose", exc)
+            logging.shutdown()
+            os._exit(JOURNAL_FAILED_EXIT)
         on_wire = self.on_wire
         with self._send_lock:
-            while True:
-                try:
-                    sid, msg = self._outbound.popleft()
-                except IndexError:
-                    return
+            for sid, msg in batch:
                 bar = _md_bar(msg) if on_wire is not None else None
                 sent_ns = time.perf_counter_ns()
                 try:
@@ -603,6 +653,18 @@ class LocalExchange:
                     log.error("exchange: no session %s", sid)
                 if bar is not None and on_wire is not None:
                     on_wire("md", bar, sent_ns)
+        with self._lock:
+            self._sending = False
+
+    def _flush_outbound(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until the sender has sent everything queued."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._outbound and not self._sending:
+                    return
+            self._pending.set()
+            time.sleep(0.002)
 
     # --- requests in ----------------------------------------------------------------------
 
