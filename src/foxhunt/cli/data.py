@@ -51,17 +51,46 @@ def _bar_specs(values: list[str] | None):
     return [BarSpec.parse(v) for v in values or []]
 
 
-def _series_rows(infos) -> list[dict]:
-    return [
-        {"symbol": s.symbol, "kind": s.kind, "bars": s.spec or "ticks (raw)", "first_ts": s.first_ts,
-         "last_ts": s.last_ts, "first": fmt_ts(s.first_ts), "last": fmt_ts(s.last_ts), "rows": s.rows}
-        for s in infos
-    ]
+def _series_rows(infos, store=None) -> list[dict]:
+    """One row per stored series. Given the store, grouped by root: a root's own series (a
+    continuous one says how it was built), then its contract months by expiry."""
+    contracts = {c.symbol: c for c in store.contracts()} if store is not None else {}
+    rows = []
+    for s in infos:
+        c = contracts.get(s.symbol)
+        row = {"symbol": s.symbol, "kind": s.kind, "bars": s.spec or "ticks (raw)",
+               "first_ts": s.first_ts, "last_ts": s.last_ts, "first": fmt_ts(s.first_ts),
+               "last": fmt_ts(s.last_ts), "rows": s.rows, "root": c.root if c else s.symbol}
+        if c is not None:
+            row.update(contract={"year": c.year, "month": c.month, "code": c.code,
+                                 "expiry": c.expiry.isoformat(),
+                                 "expiry_source": c.expiry_source})
+        elif store is not None and s.spec:
+            derived = store.continuous(s.symbol, s.spec)
+            if derived is not None:
+                row["continuous"] = {"roll": derived["roll"], "adjust": derived["adjust"],
+                                     "rolls": len(derived["rolls"])}
+        rows.append(row)
+    order = {sym: i for i, sym in enumerate(sorted(contracts.values()))}
+    return sorted(rows, key=lambda r: (r["root"], "contract" in r,
+                                       order.get(contracts.get(r["symbol"]), -1)))
+
+
+def _series_label(row: dict) -> str:
+    if "contract" in row:
+        c = row["contract"]
+        how = "" if c["expiry_source"] == "definition" else ", by rule"
+        return f"{row['bars']} (expires {c['expiry']}{how})"
+    if "continuous" in row:
+        c = row["continuous"]
+        return f"{row['bars']} continuous ({c['roll']} roll, {c['adjust']}, {c['rolls']} rolls)"
+    return row["bars"]
 
 
 def _print_series(title: str, rows: list[dict]) -> None:
-    out.print(rich_table(title, ["symbol", "series", "first (UTC)", "last (UTC)", "rows"],
-                         [[r["symbol"], r["bars"], r["first"], r["last"], f"{r['rows']:,}"] for r in rows]))
+    out.print(rich_table(title, ["root", "symbol", "series", "first (UTC)", "last (UTC)", "rows"],
+                         [[r["root"], r["symbol"], _series_label(r), r["first"], r["last"],
+                           f"{r['rows']:,}"] for r in rows]))
 
 
 def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: str,
@@ -86,8 +115,13 @@ def write_ticks_and_bars(store, symbol: str, ticks, specs, instrument, source: s
 @data_app.command("import")
 def data_import(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(help="CSV, Parquet or Databento DBN file.")],
-    symbol: Annotated[str, typer.Option(help="Instrument symbol, e.g. ES.")],
+    paths: Annotated[list[Path], typer.Argument(
+        metavar="FILE", help="CSV, Parquet or Databento DBN file; several for contract months "
+        "(each named after its contract, e.g. ESH4.csv, or with a symbol column).")],
+    symbol: Annotated[str, typer.Option(
+        help="Instrument symbol, e.g. ES; a contract month (ESH4, ESH24, 'ES H4') stores one "
+        "contract under its root, and a root with several files or a symbol column of "
+        "contract months stores each month as its own series (docs/futures.md).")],
     kind: Annotated[Literal["bars", "ticks"], typer.Option(help="What the file holds.")] = "bars",
     tz: Annotated[str | None, typer.Option(
         help="Zone of naive timestamps, e.g. America/Chicago (default: none; a file of naive "
@@ -123,19 +157,43 @@ def data_import(
     Says what the import replaced, how many prices it snapped to the tick grid, any gap of more
     than a week it leaves in the series, and when a bar file looks stamped with bar opens. A bar
     file needs no volume column (volume is then 0, and features leave out the volume group)."""
+    from foxhunt.data.contract_import import wants_contracts
+    from foxhunt.data.contracts import is_contract_symbol, parse_symbol, resolve
     from foxhunt.data.readers import infer_bar_spec, read_bars, read_ticks
 
-    instrument = instrument_registry(ctx).get(symbol)
+    registry = instrument_registry(ctx)
+    if symbol not in registry and not is_contract_symbol(symbol, registry):
+        registry.get(symbol)  # the unknown-symbol error, before any file is read
     specs = _bar_specs(bars)
     if ts_is_open:
         stamp = "open"
+    if kind == "bars" and wants_contracts(paths, symbol, registry):
+        if len(specs) > 1:
+            raise FoxhuntError("--bars: a bar file is one series; give --bars at most once")
+        doc = _import_contracts(ctx, paths, symbol, registry, specs[0] if specs else None,
+                                ts_unit=ts_unit, tz=tz, stamp=stamp, off_grid=off_grid,
+                                replace=replace)
+        _print_import(doc, as_json)
+        return
+    if len(paths) > 1:
+        raise FoxhuntError(f"{len(paths)} files given for {symbol} {kind}: several files are "
+                           "contract months of one root (bars); import other files one by one")
+    path = paths[0]
+    contract = kind == "ticks" and is_contract_symbol(symbol, registry)
+    instrument = registry.get(parse_symbol(symbol, 2000)[0] if contract else symbol)
     warnings: list[str] = []
     with open_store(ctx, write=True) as store, working(f"importing {path.name} as {symbol}"):
         if kind == "ticks":
             ticks = read_ticks(path, ts_unit=ts_unit, tz=tz)
-            written, notes, snapped = write_ticks_and_bars(store, symbol, ticks, specs, instrument,
-                                                           str(path), off_grid, replace)
-            doc = {"symbol": symbol, "kind": "ticks", "file": str(path), "ticks": len(ticks),
+            contract = resolve(symbol, registry, int(ticks.ts[0])) if contract else None
+            stored_as = contract.symbol if contract else symbol
+            with store.transaction():
+                written, notes, snapped = write_ticks_and_bars(store, stored_as, ticks, specs,
+                                                               instrument, str(path), off_grid,
+                                                               replace)
+                if contract is not None:
+                    store.record_contract(contract)
+            doc = {"symbol": stored_as, "kind": "ticks", "file": str(path), "ticks": len(ticks),
                    "bars": {str(s): len(b) for s, b in written}, "snapped": snapped,
                    "notes": notes}
         else:
@@ -158,17 +216,74 @@ def data_import(
                    "bars": {str(spec): len(frame)}, "grid": report.grid, "stamp": stamp,
                    "snapped": report.snapped, "notes": notes}
     doc["warnings"] = warnings
-    for warning in warnings:
+    _print_import(doc, as_json)
+
+
+def _print_import(doc: dict, as_json: bool) -> None:
+    """An import's warnings (stderr), then its JSON document or its lines."""
+    for warning in doc["warnings"]:
         err.print(f"warning: {warning}", soft_wrap=True, markup=False, highlight=False)
     if as_json:
         emit_json("data.import", {("file_kind" if k == "kind" else k): v for k, v in doc.items()})
         return
-    what = f"{doc['ticks']:,} ticks" if kind == "ticks" else "bars"
-    series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
-    out.print(f"imported {what} for {symbol} from {path}" + (f": {series}" if series else ""),
-              markup=False)
+    what = f"{doc['ticks']:,} ticks" if doc["kind"] == "ticks" else "bars"
+    if doc.get("contracts"):
+        n = len(doc["contracts"])
+        out.print(f"imported {n} contract month{'s' if n > 1 else ''} of {doc['symbol']} from "
+                  f"{doc['file']}", markup=False)
+        out.print(rich_table(f"{doc['symbol']} contract months", ["contract", "expiry", "from",
+                                                                   "series", "rows"],
+                             [[c["symbol"], c["expiry"], c["expiry_source"], c["bars"],
+                               f"{c['rows']:,}"] for c in doc["contracts"]]))
+    else:
+        series = ", ".join(f"{s} ({n:,} rows)" for s, n in doc["bars"].items())
+        out.print(f"imported {what} for {doc['symbol']} from {doc['file']}"
+                  + (f": {series}" if series else ""), markup=False)
     for note in doc["notes"]:
         out.print(f"note: {note}", markup=False)
+
+
+def _import_contracts(ctx: typer.Context, paths: list[Path], symbol: str, registry, spec, *,
+                      ts_unit, tz, stamp: str, off_grid: str, replace: bool) -> dict:
+    """Store each contract month in `paths` as its own series under its canonical symbol
+    (ESH24) and register it under its root, all in one transaction: a bad file or contract
+    writes nothing (docs/futures.md#contract-months)."""
+    from foxhunt.data.contract_import import read_contracts
+    from foxhunt.data.readers import infer_bar_spec
+
+    read = read_contracts(paths, symbol, registry, ts_unit=ts_unit, tz=tz,
+                          ts_is_open=stamp == "open", spec=spec)
+    root = read[0].contract.root
+    instrument = registry.get(root)
+    notes: list[str] = []
+    rows: dict[str, int] = {}
+    contracts, snapped = [], {"rows": 0, "prices": 0}
+    busy = working(f"importing {len(read)} {root} contract months")
+    with open_store(ctx, write=True) as store, busy, store.transaction():
+        for item in read:
+            c = item.contract
+            try:
+                series = spec or infer_bar_spec(item.bars.ts)
+            except FoxhuntError as e:
+                raise FoxhuntError(f"{item.source}: {e}") from None
+            report = store.write_bars(c.symbol, series, item.bars, item.source,
+                                      tick_size=instrument.tick_size, off_grid=off_grid,
+                                      replace=replace)
+            store.record_contract(c)
+            if item.open_interest is not None:
+                store.write_open_interest(c.symbol, series, item.bars.ts, item.open_interest)
+            notes += report.notes(f"{c.symbol} {series}")
+            rows[str(series)] = rows.get(str(series), 0) + len(item.bars)
+            snapped = {k: snapped[k] + report.snapped[k] for k in snapped}
+            contracts.append({"symbol": c.symbol, "root": c.root, "year": c.year,
+                              "month": c.month, "expiry": c.expiry.isoformat(),
+                              "expiry_source": c.expiry_source, "bars": str(series),
+                              "rows": len(item.bars), "first_ts": int(item.bars.ts[0]),
+                              "last_ts": int(item.bars.ts[-1]),
+                              "open_interest": item.open_interest is not None})
+    return {"symbol": root, "kind": "bars", "file": ", ".join(str(p) for p in paths),
+            "bars": rows, "stamp": stamp, "snapped": snapped, "notes": notes,
+            "contracts": contracts, "warnings": []}
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -201,7 +316,7 @@ def data_list(ctx: typer.Context, as_json: JsonOpt = False) -> None:
     rows = []
     if settings_of(ctx).store_path.exists():
         with open_store(ctx) as store:
-            rows = _series_rows(store.series())
+            rows = _series_rows(store.series(), store)
     if as_json:
         emit_json("data.list", {"series": rows})
     elif not rows:

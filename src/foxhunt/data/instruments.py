@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import field_validator
 
 from foxhunt.configbase import ClockTime, StrictConfig, TimeZoneName, read_toml, validate_config
+from foxhunt.data.expiry import ExpiryRule
 from foxhunt.errors import ConfigError, UnknownSymbolError
 
 
@@ -33,12 +34,25 @@ class Instrument(StrictConfig):
     commission: float
     currency: str = "USD"
     session: Session = Session()
+    expiry: ExpiryRule | None = None
+    months: str | None = None
+    """The month codes the exchange lists (ES: "HMUZ"); None: any month. An import of a
+    contract month outside them is refused: ESX4 is a typo, not a contract."""
+    """The root's last-trading-day rule, for contract months imported without the exchange's
+    definitions (`data.expiry`); None: such imports must carry an expiration column."""
 
     @field_validator("tick_size", "point_value")
     @classmethod
     def _positive(cls, v: float) -> float:
         if not (v > 0 and math.isfinite(v)):
             raise ValueError("must be a positive number")
+        return v
+
+    @field_validator("months")
+    @classmethod
+    def _month_codes(cls, v: str | None) -> str | None:
+        if v is not None and (not v or any(c not in "FGHJKMNQUVXZ" for c in v)):
+            raise ValueError("must be month codes from F G H J K M N Q U V X Z, e.g. \"HMUZ\"")
         return v
 
     @field_validator("commission")

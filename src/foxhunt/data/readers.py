@@ -113,7 +113,31 @@ def read_bars(
         bars = _dbn_bars(path, source)
         validate_bars(bars, source)
         return bars
-    cols = _Columns(_read_table(path, fmt, source), source)
+    return bars_from_table(_read_table(path, fmt, source), source, ts_unit=ts_unit, tz=tz,
+                           ts_is_open=ts_is_open, spec=spec)
+
+
+def read_table(path: str | Path) -> tuple[pa.Table, str]:
+    """A CSV or Parquet file's table as read for `read_bars`, and its source name; for
+    importers that split one file into several series (contract months by a symbol column)."""
+    path, fmt = _locate(path)
+    if fmt == "dbn":
+        raise DataError(f"{path}: a DBN file holds one instrument per file here; import each "
+                        "contract month's file with --symbol ROOT+MONTH+YEAR (e.g. ESH4)")
+    return _read_table(path, fmt, str(path)), str(path)
+
+
+def bars_from_table(
+    table: pa.Table,
+    source: str,
+    *,
+    ts_unit: TsUnit = "auto",
+    tz: str | None = None,
+    ts_is_open: bool = False,
+    spec: BarSpec | str | None = None,
+) -> Bars:
+    """`read_bars` of a table already read (its columns matched the same way)."""
+    cols = _Columns(table, source)
     prices = {k: v for k, v in _BAR_COLUMNS.items() if k != "volume"}
     cols.require({"ts": _TS, **prices})
     flow = {k: v for k, v in _FLOW_COLUMNS.items() if cols.has(v)}
@@ -157,6 +181,14 @@ def read_ticks(path: str | Path, *, ts_unit: TsUnit = "auto", tz: str | None = N
         )
     validate_ticks(ticks, source)
     return ticks
+
+
+def optional_numbers(table: pa.Table, source: str, label: str,
+                     aliases: tuple[str, ...]) -> np.ndarray | None:
+    """A numeric column checked as `read_bars` checks prices (a missing or non-numeric value
+    names its row), or None where the table has no such column."""
+    cols = _Columns(table, source)
+    return cols.numbers(label, aliases) if cols.has(aliases) else None
 
 
 def infer_bar_spec(ts: np.ndarray) -> BarSpec:

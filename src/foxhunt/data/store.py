@@ -19,6 +19,7 @@ waits (``wait_s``, default ``FOXHUNT_STORE_WAIT_S`` or 60 s) and then fails with
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import tempfile
@@ -34,6 +35,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from foxhunt.data.contracts import FuturesContract
 from foxhunt.data.grid import GridCheck, OffGrid, check_bars, check_ticks
 from foxhunt.data.series import Bars, BarSpec, Ticks
 from foxhunt.data.timestamps import format_ns
@@ -55,6 +57,18 @@ CREATE TABLE IF NOT EXISTS imports (
     imported_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp);
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS grid VARCHAR DEFAULT 'not checked';
 ALTER TABLE imports ADD COLUMN IF NOT EXISTS mode VARCHAR DEFAULT 'merge';
+CREATE TABLE IF NOT EXISTS contracts (
+    symbol VARCHAR PRIMARY KEY, root VARCHAR NOT NULL, year INTEGER NOT NULL,
+    month INTEGER NOT NULL, expiry DATE NOT NULL, expiry_source VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS open_interest (
+    symbol VARCHAR NOT NULL, spec VARCHAR NOT NULL, ts BIGINT NOT NULL, open_interest DOUBLE NOT NULL,
+    PRIMARY KEY (symbol, spec, ts));
+CREATE TABLE IF NOT EXISTS continuous (
+    root VARCHAR NOT NULL, spec VARCHAR NOT NULL, derivation VARCHAR NOT NULL,
+    built_at TIMESTAMPTZ NOT NULL DEFAULT current_timestamp, PRIMARY KEY (root, spec));
+CREATE TABLE IF NOT EXISTS rolls (
+    root VARCHAR NOT NULL, spec VARCHAR NOT NULL, seq INTEGER NOT NULL, roll VARCHAR NOT NULL,
+    PRIMARY KEY (root, spec, seq));
 """
 _BAR_COLUMNS = "ts, open, high, low, close, volume, buy_volume, sell_volume"
 _TS_MIN, _TS_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
@@ -232,6 +246,10 @@ class MarketStore:
         bars into that series, or with `replace` put them in its place."""
         symbol, spec = _symbol(symbol), _spec(spec)
         validate_bars(bars, source)
+        if self.continuous(symbol, spec) is not None:
+            raise DataError(f"{source}: {symbol} {spec} is a continuous series derived from "
+                            "contract months (foxhunt data continuous); import the contract "
+                            f"months (e.g. --symbol {symbol}H24), or delete it first")
         grid, found = "not checked", None
         if tick_size is not None:
             bars, found = check_bars(bars, tick_size, off_grid, source)
@@ -380,6 +398,100 @@ class MarketStore:
         infos = [SeriesInfo(*r) for r in rows]
         return sorted(infos, key=lambda s: (s.symbol, s.kind, *_spec_order(s.spec)))
 
+    # -- contract months and continuous series (docs/futures.md) ----------------------------
+
+    def record_contract(self, contract: FuturesContract) -> None:
+        """Register a contract month (its bars are stored under `contract.symbol`); a second
+        import of the same month updates its expiry."""
+        with self._transaction() as con:
+            con.execute("INSERT OR REPLACE INTO contracts VALUES (?, ?, ?, ?, ?, ?)",
+                        [contract.symbol, contract.root, contract.year, contract.month,
+                         contract.expiry, contract.expiry_source])
+
+    def contracts(self, root: str | None = None) -> list[FuturesContract]:
+        """The registered contract months (of `root`), by root then expiry; none in a store
+        older than contract months."""
+        with self._reading() as db:
+            if not _has_table(db, "contracts"):
+                return []
+            where, params = ("WHERE root = ?", [_symbol(root)]) if root else ("", [])
+            rows = db.execute("SELECT root, year, month, expiry, expiry_source FROM contracts "
+                              f"{where} ORDER BY root, year, month", params).fetchall()
+        return [FuturesContract(*r) for r in rows]
+
+    def write_open_interest(self, symbol: str, spec: BarSpec | str, ts: np.ndarray,
+                            values: np.ndarray) -> None:
+        """Open interest known at each bar of a series, merged like bars (the range the new
+        rows cover is replaced)."""
+        symbol, spec = _symbol(symbol), str(_spec(spec))
+        table = pa.table({"ts": np.asarray(ts, np.int64), "oi": np.asarray(values, np.float64)})
+        with self._transaction() as con:
+            con.execute("DELETE FROM open_interest WHERE symbol = ? AND spec = ? AND ts BETWEEN "
+                        "? AND ?", [symbol, spec, int(ts[0]), int(ts[-1])])
+            self._insert(con, f"INSERT INTO open_interest SELECT ?, ?, ts, oi FROM {_INCOMING}",
+                         [symbol, spec], table)
+
+    def read_open_interest(self, symbol: str, spec: BarSpec | str) -> tuple[np.ndarray,
+                                                                              np.ndarray] | None:
+        """(ts, open interest) of a series, or None where none was imported."""
+        with self._reading() as db:
+            if not _has_table(db, "open_interest"):
+                return None
+            rows = db.execute("SELECT ts, open_interest FROM open_interest WHERE symbol = ? AND "
+                              "spec = ? ORDER BY ts", [_symbol(symbol), str(_spec(spec))]
+                              ).fetchall()
+        if not rows:
+            return None
+        ts, oi = zip(*rows, strict=True)
+        return np.asarray(ts, np.int64), np.asarray(oi, np.float64)
+
+    def write_continuous(self, root: str, spec: BarSpec | str, bars: Bars, derivation: dict,
+                         rolls: list[dict], *, replace: bool = False) -> WriteReport:
+        """Store a continuous series under `root` with how it was derived and its roll table,
+        all in one transaction (a failure leaves the store as it was). It replaces an earlier
+        continuous series of the same root and spec; a series stored there by an import is
+        kept unless `replace`."""
+        root, spec = _symbol(root), _spec(spec)
+        stored = any(s.symbol == root and s.spec == str(spec) for s in self.series())
+        if stored and self.continuous(root, spec) is None and not replace:
+            raise DataError(f"{root} {spec} is already stored and is not a continuous series "
+                            "(an import put it there); --replace puts the continuous series "
+                            "in its place")
+        source = f"continuous:{derivation.get('roll')},{derivation.get('adjust')}"
+        with self._transaction() as con:
+            key = [root, str(spec)]
+            con.execute("DELETE FROM continuous WHERE root = ? AND spec = ?", key)
+            con.execute("DELETE FROM rolls WHERE root = ? AND spec = ?", key)
+            report = self.write_bars(root, spec, bars, source, replace=True)
+            con.execute("INSERT INTO continuous (root, spec, derivation) VALUES (?, ?, ?)",
+                        [*key, json.dumps(derivation, sort_keys=True)])
+            for i, roll in enumerate(rolls):
+                con.execute("INSERT INTO rolls VALUES (?, ?, ?, ?)",
+                            [*key, i, json.dumps(roll, sort_keys=True)])
+        return report
+
+    def continuous(self, root: str, spec: BarSpec | str | None = None) -> dict | None:
+        """How the continuous series of `root` (and `spec`; None: the only one) was derived,
+        with its roll table under `rolls`; None where there is none."""
+        with self._reading() as db:
+            if not _has_table(db, "continuous"):
+                return None
+            where, params = "WHERE root = ?", [_symbol(root)]
+            if spec is not None:
+                where, params = where + " AND spec = ?", [*params, str(_spec(spec))]
+            found = db.execute(f"SELECT spec, derivation, built_at FROM continuous {where} "
+                               "ORDER BY spec", params).fetchall()
+            if not found:
+                return None
+            if len(found) > 1:
+                raise DataError(f"{root} has continuous series of several bar specs "
+                                f"({', '.join(r[0] for r in found)}); choose one with --bars")
+            spec_text, derivation, built_at = found[0]
+            rolls = db.execute("SELECT roll FROM rolls WHERE root = ? AND spec = ? ORDER BY seq",
+                               [_symbol(root), spec_text]).fetchall()
+        return {**json.loads(derivation), "root": _symbol(root), "bars": spec_text,
+                "built_at": str(built_at), "rolls": [json.loads(r[0]) for r in rolls]}
+
     def delete_series(self, symbol: str, spec: BarSpec | str | None) -> int:
         """Drop one series (``spec=None``: the ticks); returns the rows deleted."""
         symbol = _symbol(symbol)
@@ -394,6 +506,9 @@ class MarketStore:
             raise self._missing(symbol, label, None, None)
         with self._transaction() as con:
             con.execute(f"DELETE {where}", params)
+            if spec is not None:
+                for table in ("continuous", "rolls"):
+                    con.execute(f"DELETE FROM {table} WHERE root = ? AND spec = ?", params)
         return n
 
     def export_bars(self, symbol: str, spec: BarSpec | str, out: str | Path) -> int:
@@ -525,6 +640,12 @@ def store_wait_s() -> float:
         raise ConfigError(f"{WAIT_ENV}={raw!r}: not a number of seconds; set it to e.g. 60 "
                           "(0: do not wait)")
     return value
+
+
+def _has_table(db: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the store has table `name`: a reader never adds the tables of newer versions."""
+    return bool(db.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                           [name]).fetchone()[0])
 
 
 def _symbol(symbol: str) -> str:
