@@ -67,7 +67,7 @@ COLUMNS = ["id", "kind", "state", "args", "by", "submitted (UTC)", "tries", "wor
 
 def submit(
     ctx: typer.Context,
-    kind: Annotated[str, typer.Argument(help="train, backtest, tune or paper.")],
+    kind: Annotated[str, typer.Argument(help="train, backtest, tune, paper or live.")],
     db: DbOpt = None,
     by: Annotated[str | None, typer.Option("--by", help="Who submits it (default: the OS user).")] = None,
     gpus: Annotated[int | None, typer.Option(help="GPUs the job asks for (default: 1 for train "

@@ -1,4 +1,4 @@
-"""Jobs: train, backtest, tune and paper runs queued in foxhunt's database and run by workers.
+"""Jobs: train, backtest, tune, paper and live runs queued in foxhunt's database and run by workers.
 
 `model` holds a job and its state machine, `store` the `jobs` table (submit, list, cancel,
 claim, heartbeat, progress, finish), `command` what a job runs (a `foxhunt` child process) and

@@ -83,7 +83,15 @@ class ChildProcess:
         return Outcome(code, "".join(self._out), [ln.rstrip("\n") for ln in self._err])
 
 
-def run_to_end(argv: list[str], env: dict[str, str] | None = None) -> Outcome:
-    """Run a child to its end (a Ray task's body: cancelling the task kills its process, and
-    with it the child)."""
-    return ChildProcess(argv, env).outcome()
+def home_of(env: dict[str, str]) -> str | None:
+    """The folder a job's child runs in: its FOXHUNT_HOME, so that a relative path in a job's
+    arguments (the API takes no other) means the same on every worker; None where that folder
+    is not on this machine (a Ray node without the shared home)."""
+    home = env.get("FOXHUNT_HOME")
+    return home if home and os.path.isdir(home) else None
+
+
+def run_to_end(argv: list[str], env: dict[str, str]) -> Outcome:
+    """Run a child to its end in its FOXHUNT_HOME (a Ray task's body: cancelling the task
+    kills its process, and with it the child)."""
+    return ChildProcess(argv, env, cwd=home_of(env)).outcome()

@@ -9,7 +9,10 @@ Each kind resumes its own way, from files the run keeps:
 - paper: the same account with `--resume` once the run's arguments file exists (written when
   the run starts), else started afresh: `foxhunt paper --resume` refuses an account that never
   started, so that a mistyped name does not start a new run;
-- backtest: run again.
+- backtest: run again;
+- live: run again: every start of `foxhunt live` reconciles the account's log with the venue
+  (what the venue did meanwhile is applied, nothing is sent twice); cancelling the job sends
+  SIGTERM, which ends the session as Ctrl-C does.
 
 What the run leaves can still mislead for a moment: a tune study created in the storage by a
 child killed before it wrote `space.toml` makes the fresh start refuse ("already exists ...

@@ -37,6 +37,7 @@ class JobKind(StrEnum):
     BACKTEST = "backtest"
     TUNE = "tune"
     PAPER = "paper"
+    LIVE = "live"
 
     @classmethod
     def parse(cls, text: str) -> JobKind:

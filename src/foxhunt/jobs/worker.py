@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from foxhunt.db import DatabaseError
-from foxhunt.jobs.child import ChildProcess, Outcome
+from foxhunt.jobs.child import ChildProcess, Outcome, home_of
 from foxhunt.jobs.command import JobCommand
 from foxhunt.jobs.model import Job, JobState
 from foxhunt.jobs.observe import (
@@ -65,10 +65,11 @@ class Executor(Protocol):
 
 
 class LocalExecutor:
-    """Children on this machine."""
+    """Children on this machine, each in its FOXHUNT_HOME."""
 
     def start(self, job: Job, command: JobCommand, env: dict[str, str]) -> Running:
-        return ChildProcess(command.argv(), {**os.environ, **env})
+        env = {**os.environ, **env}
+        return ChildProcess(command.argv(), env, cwd=home_of(env))
 
 
 class WorkerConfig(BaseModel):

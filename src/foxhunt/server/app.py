@@ -95,7 +95,7 @@ class NewKey(Body):
 
 
 class NewJob(Body):
-    kind: Literal["train", "backtest", "tune", "paper"]
+    kind: Literal["train", "backtest", "tune", "paper", "live"]
     args: list[str] = Field(max_length=200, description="the command's arguments, as on the "
                             "command line after `foxhunt KIND`")
     gpus: int | None = Field(None, ge=0, le=64)

@@ -36,10 +36,10 @@ def foxhunt(home: Path, *args: str, **kw) -> subprocess.Popen:
 
 
 class Venue:
-    def __init__(self, home: Path, name: str, start: str):
+    def __init__(self, home: Path, name: str, start: str, speed: str = "step"):
         self.port = free_port()
         self.proc = foxhunt(home, "venue", "SYN", "--port", str(self.port), "--state", name,
-                            "--speed", "step", "--from", start, "--json")  # fmt: skip
+                            "--speed", speed, "--from", start, "--json")  # fmt: skip
         self.session_file = self.event("session_file")["path"]
 
     def event(self, kind: str, timeout_s: float = 60) -> dict:
