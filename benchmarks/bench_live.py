@@ -34,7 +34,8 @@ per-bar loop.
    (the order, carrying the reports applied since the last one: they are applied deferred, as
    the live loop applies them, each already in the gateway's journal), the gateway's journal
    (an acceptance is flushed, not fsync'd: a status request restores it after a power cut),
-   the exchange's journal (one fdatasync). Risk limits:
+   the exchange's journal (group commit: one fdatasync for the orders that arrived while
+   the last one ran, each acknowledged after it). Risk limits:
    `THROUGHPUT_LIMITS` (max_order_rate and max_orders_per_day raised to 10^9: the shipped 10
    a second and 1,000 a day would deny all but the first orders). Target >= 2,000 orders/s.
    Again with group commit (`TradingEngine.submit_many`, `--group` orders a transaction, every
