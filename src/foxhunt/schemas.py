@@ -21,6 +21,8 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "data.show": 1,
     "data.export": 1,
     "data.synth": 1,
+    "data.continuous": 1,
+    "data.rolls": 1,
     "features.show": 1,
     "features.export": 1,
     "backtest": 1,

@@ -436,3 +436,101 @@ def data_synth(
         emit_json("data.synth", doc)
         return
     out.print(rich_table(f"synthetic market {symbol} {doc['series']}", ["field", "value"], [[k, v] for k, v in doc.items()]))
+
+
+@data_app.command("continuous")
+def data_continuous(
+    ctx: typer.Context,
+    root: Annotated[str, typer.Argument(help="Root whose contract months to stitch, e.g. ES.")],
+    roll: Annotated[Literal["calendar", "volume", "open_interest"], typer.Option(
+        help="When to roll: calendar (--days before expiry), volume or open_interest "
+        "crossover (the next contract's figure above the front's on a day, decided at that "
+        "day's close, acting on the next session).")] = "volume",
+    adjust: Annotated[Literal["none", "difference", "ratio"], typer.Option(
+        help="Prices before a roll: none (each contract's own), difference (back-adjusted by "
+        "the legs' gap) or ratio (scaled by the legs' ratio).")] = "difference",
+    bars: Annotated[str | None, typer.Option(
+        "--bars", help="Bar series of the contract months (default: the one they all have; "
+        "with several, 1min).")] = None,
+    days: Annotated[int, typer.Option(
+        help="Calendar rule: roll on the first trading day at most this many calendar days "
+        "before the front's expiry.", min=0, max=90)] = 8,
+    latest_days: Annotated[int, typer.Option(
+        help="Crossover rules: roll at the latest this many calendar days before expiry.",
+        min=0, max=90)] = 1,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="Put the continuous series in place of a series an import stored "
+        "under the root (a continuous one is always rebuilt).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the continuous series of a root's contract months and store it under the root,
+    with its roll table (docs/futures.md); features, training and backtests of ROOT read it.
+
+    A stored, reproducible derivation: the same contract months and options give the same
+    bars, and `foxhunt data rolls ROOT` shows the table and whether the months changed since."""
+    from foxhunt.data.continuous import RollRule, build_continuous, stored_contract_series
+
+    rule = RollRule(roll=roll, adjust=adjust, days_before=days, latest_days_before=latest_days)
+    instrument = instrument_registry(ctx).get(root)
+    with open_store(ctx, write=True) as store, working(f"building the {root} continuous series"):
+        spec, series, notes = stored_contract_series(store, root, bars)
+        built = build_continuous(series, rule, instrument)
+        rolls = [r.to_dict() for r in built.rolls]
+        store.write_continuous(root, spec, built.bars, built.derivation, rolls, replace=replace)
+    doc = {"root": root, "bars": spec, **built.derivation, "rows": len(built.bars),
+           "first_ts": int(built.bars.ts[0]), "last_ts": int(built.bars.ts[-1]),
+           "rolls": rolls, "notes": notes}
+    if as_json:
+        emit_json("data.continuous", doc)
+        return
+    out.print(f"stored {root} {spec}: {len(built.bars):,} bars from "
+              f"{len(doc['contracts'])} contract months, {roll} roll, {adjust} adjustment, "
+              f"{len(rolls)} rolls", markup=False)
+    _print_rolls(root, spec, doc)
+    for note in notes:
+        out.print(f"note: {note}", markup=False)
+
+
+@data_app.command("rolls")
+def data_rolls(
+    ctx: typer.Context,
+    root: Annotated[str, typer.Argument(help="Root of a stored continuous series, e.g. ES.")],
+    bars: Annotated[str | None, typer.Option(
+        "--bars", help="Bar series (default: the root's only continuous one).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the roll table of a root's continuous series, how it was built, and whether the
+    contract months it was built from are still the ones stored."""
+    from foxhunt.data.continuous import fingerprint, stored_contract_series
+    from foxhunt.data.series import BarSpec
+
+    spec = str(BarSpec.parse(bars)) if bars is not None else None
+    with open_store(ctx) as store:
+        found = store.continuous(root, spec)
+        if found is None:
+            raise FoxhuntError(f"no continuous series of {root}{' ' + spec if spec else ''} "
+                               f"stored; build one with foxhunt data continuous {root}")
+        _, series, _ = stored_contract_series(store, root, found["bars"])
+    used = {c["symbol"] for c in found["contracts"]}
+    current = ([s.symbol for s in series] == [c["symbol"] for c in found["contracts"]]
+               and fingerprint([s for s in series if s.symbol in used]) == found["fingerprint"])
+    doc = {**found, "current": current}
+    if as_json:
+        emit_json("data.rolls", doc)
+        return
+    out.print(f"{root} {found['bars']}: {found['roll']} roll, {found['adjust']} adjustment, "
+              f"built {found['built_at']} from {', '.join(sorted(used))}", markup=False)
+    _print_rolls(root, found["bars"], doc)
+    if not current:
+        out.print(f"note: the stored contract months changed since this series was built; "
+                  f"rebuild it with foxhunt data continuous {root} --roll {found['roll']} "
+                  f"--adjust {found['adjust']}", markup=False)
+
+
+def _print_rolls(root: str, spec: str, doc: dict) -> None:
+    rows = [[r["decided"], r["from"], r["to"], fmt_ts(r["roll_ts"]), f"{r['from_price']:g}",
+             f"{r['to_price']:g}", f"{r['gap']:+g}", f"{r['adjustment']:g}", r["reason"]]
+            for r in doc["rolls"]]
+    out.print(rich_table(f"{root} {spec} rolls ({doc['roll']}, {doc['adjust']})",
+                         ["decided", "from", "to", "roll bar (UTC)", "from px", "to px", "gap",
+                          "adjustment", "reason"], rows))
