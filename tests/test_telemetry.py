@@ -3,6 +3,7 @@ exporters from the environment."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -115,3 +116,40 @@ def test_an_endpoint_builds_otlp_exporters():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.split() == ["BatchSpanProcessor", "OTLPSpanExporter", "from-env"]
+
+
+@pytest.mark.parametrize("join", [True, False])
+def test_a_child_process_continues_the_trace_its_environment_carries(join):
+    """What a worker hands its job's child (TRACEPARENT): the child's first span is a child of
+    the job's span, in the job's trace; a live or paper session (join_parent_trace=False)
+    starts traces of its own."""
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    code = ("import foxhunt.telemetry as t\n"
+            "from opentelemetry.sdk.trace.export.in_memory_span_exporter import "
+            "InMemorySpanExporter\n"
+            "spans = InMemorySpanExporter()\n"
+            f"assert t.configure('child', span_exporter=spans, join_parent_trace={join})\n"
+            "with t.span('foxhunt.train.run'):\n"
+            "    pass\n"
+            "(s,) = spans.get_finished_spans()\n"
+            "print(f'{s.context.trace_id:032x}', s.parent and f'{s.parent.span_id:016x}')\n")
+    env = {k: v for k, v in os.environ.items() if k not in OTEL_ENV}
+    env[telemetry.TRACEPARENT_ENV] = f"00-{trace_id}-{span_id}-01"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=60)
+    got_trace, got_parent = out.stdout.split()
+    assert (got_trace == trace_id and got_parent == span_id) is join
+    if not join:
+        assert got_parent == "None"
+
+
+def test_trace_env_is_the_current_span_and_empty_when_off(otel_memory):
+    spans, _ = otel_memory
+    with telemetry.span("foxhunt.job"):
+        env = telemetry.trace_env()
+    (job,) = spans.get_finished_spans()
+    assert list(env) == [telemetry.TRACEPARENT_ENV]
+    assert env[telemetry.TRACEPARENT_ENV].split("-")[1:3] == [f"{job.context.trace_id:032x}",
+                                                            f"{job.context.span_id:016x}"]
+    telemetry.shutdown()
+    assert telemetry.trace_env() == {}

@@ -29,6 +29,10 @@ TRACES_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 METRICS_ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 DISABLED_ENV = "OTEL_SDK_DISABLED"
 SERVICE_NAME_ENV = "OTEL_SERVICE_NAME"
+TRACEPARENT_ENV = "TRACEPARENT"
+TRACESTATE_ENV = "TRACESTATE"
+"""The W3C trace context a parent process hands its child in the environment (OpenTelemetry's
+environment carrier): a job's child process continues the job's trace."""
 
 Attributes = Mapping[str, str | bool | int | float]
 
@@ -73,7 +77,8 @@ def _from_env(name: str) -> bool:
     return bool(os.environ.get(name, "").strip())
 
 
-def configure(service_name: str, *, span_exporter: Any = None, metric_reader: Any = None) -> bool:
+def configure(service_name: str, *, span_exporter: Any = None, metric_reader: Any = None,
+              join_parent_trace: bool = True) -> bool:
     """Turn telemetry on and say whether it is on.
 
     With `span_exporter` (a `SpanExporter`, exported synchronously) or `metric_reader` (a
@@ -81,7 +86,10 @@ def configure(service_name: str, *, span_exporter: Any = None, metric_reader: An
     it follows the environment: OTLP/HTTP exporters (batched spans, metrics read every
     `OTEL_METRIC_EXPORT_INTERVAL` ms, 60 s by default) where an endpoint is set, else off.
     A second call replaces the first (its providers are shut down first). The service is
-    named `OTEL_SERVICE_NAME` where set, else `service_name`.
+    named `OTEL_SERVICE_NAME` where set, else `service_name`. With `join_parent_trace` a trace
+    context in the environment (TRACEPARENT, set by a worker for its job's child) becomes this
+    thread's current context: a bounded run (training) continues its job's trace. A session of
+    days (paper, live) passes False: each of its orders is a trace of its own.
     """
     global _active
     injected = span_exporter is not None or metric_reader is not None
@@ -123,7 +131,41 @@ def configure(service_name: str, *, span_exporter: Any = None, metric_reader: An
         otel_trace.set_tracer_provider(tracer_provider)
         otel_metrics.set_meter_provider(meter_provider)
     _active = _Providers(tracer_provider, meter_provider)
+    if join_parent_trace:
+        _continue_parent_trace()
     return True
+
+
+def _continue_parent_trace() -> None:
+    """Where the environment carries a parent's trace context (TRACEPARENT), make it this
+    thread's current context: the process's first spans are children of the parent's span."""
+    parent = os.environ.get(TRACEPARENT_ENV)
+    if not parent:
+        return
+    from opentelemetry import context
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier = {"traceparent": parent}
+    if os.environ.get(TRACESTATE_ENV):
+        carrier["tracestate"] = os.environ[TRACESTATE_ENV]
+    context.attach(TraceContextTextMapPropagator().extract(carrier))
+
+
+def trace_env() -> dict[str, str]:
+    """The current span's trace context as environment variables for a child process (none
+    when telemetry is off or no span is current)."""
+    if _active is None:
+        return {}
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    carrier: dict[str, str] = {}
+    TraceContextTextMapPropagator().inject(carrier)
+    env = {}
+    if "traceparent" in carrier:
+        env[TRACEPARENT_ENV] = carrier["traceparent"]
+    if carrier.get("tracestate"):
+        env[TRACESTATE_ENV] = carrier["tracestate"]
+    return env
 
 
 def shutdown() -> None:

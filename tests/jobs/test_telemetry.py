@@ -121,3 +121,20 @@ def test_a_failed_job_span_has_error_status(tmp_path, otel_memory):
     assert span.attributes["foxhunt.job.state"] == "failed"
     assert span.status.status_code is StatusCode.ERROR
     assert span.status.description == "NOPE: no such symbol"
+
+
+def test_a_jobs_child_gets_the_job_spans_trace_context(tmp_path, otel_memory):
+    """The worker hands the child its job span's context (TRACEPARENT), so a training job's
+    spans join the job's trace (tests/test_telemetry.py checks the child's side)."""
+    spans, _ = otel_memory
+    store = JobStore.open(f"sqlite:///{tmp_path / 'foxhunt.db'}")
+    store.submit("backtest", ["SYN"])
+    envs = []
+    executor = Scripted(Outcome(0, '{"kind": "backtest"}\n', []))
+    start = executor.start
+    executor.start = lambda job, command, env: envs.append(env) or start(job, command, env)
+    Worker(store, WorkerConfig(home=tmp_path, once=True), executor).run()
+    (span,) = job_spans(spans)
+    (env,) = envs
+    assert env[telemetry.TRACEPARENT_ENV].split("-")[1:3] == [f"{span.context.trace_id:032x}",
+                                                            f"{span.context.span_id:016x}"]

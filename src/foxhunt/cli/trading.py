@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from foxhunt import telemetry
 from foxhunt.cli.common import (
     ONE_POLICY,
     RUN_DIR_RULE,
@@ -190,6 +191,8 @@ def paper(
     as_json: JsonOpt = False,
 ) -> None:
     """Paper-trade a trained agent or a rule strategy over stored bars, behind the risk limits."""
+    if not telemetry.enabled():
+        telemetry.configure("foxhunt-paper", join_parent_trace=False)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from foxhunt.cli.evaluate import _window, load_series
@@ -419,6 +422,8 @@ def live(
 ) -> None:
     """Trade a trained agent or a rule live: the paper engine with a FIX or IB venue and its
     market data, behind the risk limits. A start or reconnect reconciles with the venue first."""
+    if not telemetry.enabled():
+        telemetry.configure("foxhunt-live", join_parent_trace=False)
 
     from foxhunt.backtest.strategies import parse_strategy
     from foxhunt.cli.evaluate import load_series

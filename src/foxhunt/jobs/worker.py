@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from foxhunt import telemetry
 from foxhunt.db import DatabaseError
 from foxhunt.jobs.child import ChildProcess, Outcome, home_of
 from foxhunt.jobs.command import JobCommand
@@ -151,7 +152,7 @@ class JobRun:
         """Run `command`'s child to its end: its outcome, or None where it was stopped (the
         job cancelled or taken over, or the worker stopping)."""
         cfg, job = self.config, self.job
-        env = {"FOXHUNT_HOME": str(cfg.home)}
+        env = {"FOXHUNT_HOME": str(cfg.home), **telemetry.trace_env()}
         if self.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpu
         running = self.executor.start(job, command, env)
