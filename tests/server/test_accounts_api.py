@@ -120,3 +120,5 @@ def test_a_live_accounts_bars_are_its_bar_journals(client, headers, paper_accoun
     (isolated_home / "trading" / "a1.bars.jsonl").write_text("\n".join(lines) + "\n")
     bars = client.get("/api/v1/accounts/a1/bars?last=2", headers=headers["viewer"]).json()
     assert bars["rows"] == 2 and bars["ts"] == [20, 30] and bars["high"] == [21, 31]
+    every = client.get("/api/v1/accounts/a1/bars?last=0", headers=headers["viewer"]).json()
+    assert every["ts"] == [10, 20, 30]  # last=0: all of them, as for a paper account

@@ -212,7 +212,7 @@ class HomeViews:
             from foxhunt.server.streams import BarTail
 
             rows = BarTail(files.folder / f"{files.stem}.bars.jsonl").read_new()
-            rows = rows[-last:] if last else []
+            rows = rows[-last:] if last else rows  # 0: all, as for a paper account
             cols = {c: [r[c] for r in rows] for c in ("open", "high", "low", "close", "volume")}
             return {"symbol": symbol, "bars": spec, "rows": len(rows),
                     "ts": [r["ts_ns"] for r in rows], **cols}
