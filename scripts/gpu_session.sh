@@ -9,13 +9,16 @@
 #                before the subcommand, e.g. --config FILE),
 #                wall time and phase split (ARGS: extra train options, + for spaces)
 #   e2e          scripts/e2e_train.sh: 30,000 synthetic bars, 3 folds, the defaults
+#   live         benchmarks/bench_live.py on the machine's own CPUs and disk (carry [".whl-live"]
+#                instead of .whl: LIVE=1 bash scripts/device_wheels.sh builds it), JSON in $OUT
 #   fd:NAME:SECS:ARGS  bench_learning.py --false-deploys --device cuda --resume
 #                --out $OUT/fd_NAME.json (carried back in and resumed if ab/fd_NAME.json exists),
 #                stopped after SECS seconds; ARGS with + for spaces
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/site
-[ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl \
+WHEELS=.whl; [ -d .whl-live ] && WHEELS=.whl-live
+[ -d /tmp/site/pydantic ] || python3 -m pip install -q --no-deps --no-index --target /tmp/site $WHEELS/*.whl \
     2>/dev/null || exit 1
 export PYTHONPATH=/tmp/site:src PYTHONUNBUFFERED=1
 stamp() { date -u +%H:%M:%S; }
@@ -42,6 +45,10 @@ PY
       unset FOXHUNT_HOME TORCHINDUCTOR_CACHE_DIR ;;
     e2e)
       bash scripts/e2e_train.sh 30000 3 ;;
+    live)
+      nproc; df -h /tmp | tail -1
+      timeout 300 python3 benchmarks/bench_live.py --out "$OUT/bench_live_device.json" 2> "$OUT/bench_live_device.err"
+      echo "bench_live: rc $?"; grep -A12 "^figure" "$OUT/bench_live_device.err" ;;
     fd:*)
       IFS=: read -r _ name secs args <<< "$step"; args=${args//+/ }
       [ -f "ab/fd_$name.json" ] && cp "ab/fd_$name.json" "$OUT/fd_$name.json"
