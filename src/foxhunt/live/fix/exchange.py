@@ -617,7 +617,12 @@ class LocalExchange:
         while True:
             self._pending.wait()
             self._pending.clear()
-            self._send_batch()
+            try:
+                self._send_batch()
+            except Exception:  # a failure sending one batch must not silence the exchange
+                log.exception("exchange: sending a batch failed")
+                with self._lock:
+                    self._sending = False
             if self._closing.is_set():
                 with self._lock:
                     if not self._outbound:
