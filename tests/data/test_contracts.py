@@ -233,6 +233,74 @@ def test_an_expiration_that_differs_within_a_contract_is_refused(capsys, tmp_pat
     assert code == 1 and "expiration differs between rows of one contract" in err
 
 
+def _dbn_contracts(tmp_path, *, mappings: bool, spread: bool = False):
+    """ESH24 and ESM24 of the synthetic set as one DBN ohlcv-1d file, the two instruments
+    interleaved by time as Databento sends them (ids 11 and 12, a spread 13), and their
+    instrument definitions as a second file."""
+    from types import SimpleNamespace
+
+    import databento_dbn as dbn
+
+    px, day = 1_000_000_000, 86_400 * 10**9
+    series = es_contract_set()[:2]
+    records = []
+    for iid, s in zip((11, 12), series, strict=True):
+        b = s.bars
+        records += [(int(t) - day, iid, dbn.OHLCVMsg(dbn.RType.OHLCV_1D, 1, iid, int(t) - day,
+                                                     int(o * px), int(h * px), int(lo * px),
+                                                     int(c * px), int(v)))
+                    for t, o, h, lo, c, v in zip(b.ts, b.open, b.high, b.low, b.close,
+                                                 b.volume, strict=True)]
+    if spread:
+        t = int(series[1].bars.ts[0]) - day
+        records.append((t, 13, dbn.OHLCVMsg(dbn.RType.OHLCV_1D, 1, 13, t, 12 * px, 13 * px,
+                                            12 * px, 13 * px, 5)))
+    records.sort(key=lambda r: (r[0], r[1]))
+    maps = [SimpleNamespace(raw_symbol=sym, intervals=[SimpleNamespace(
+        start_date=date(2024, 1, 1), end_date=date(2024, 12, 31), symbol=str(iid))])
+        for sym, iid in (("ESH4", 11), ("ESM4", 12), ("ESM4-ESU4", 13))] if mappings else []
+    meta = dbn.Metadata(dataset="GLBX.MDP3", start=0, stype_in=dbn.SType.RAW_SYMBOL,
+                        stype_out=dbn.SType.INSTRUMENT_ID, schema=dbn.Schema.OHLCV_1D,
+                        symbols=["ESH4", "ESM4"], mappings=maps)
+    bars = tmp_path / "glbx-es.ohlcv-1d.dbn"
+    bars.write_bytes(bytes(meta) + b"".join(bytes(r[2]) for r in records))
+    defs = tmp_path / "glbx-es.definition.dbn"
+    definitions = [dbn.InstrumentDefMsg(1, iid, 0, 0, 250_000_000, px, sym, "ES", "FUT",
+                                        dbn.InstrumentClass.FUTURE,
+                                        dbn.SecurityUpdateAction.ADD, expiration=exp)
+                   for iid, sym, exp in ((11, "ESH4", _ns(2024, 3, 15, 14)),
+                                         (12, "ESM4", _ns(2024, 6, 20, 14)))]
+    defs.write_bytes(bytes(dbn.Metadata(dataset="GLBX.MDP3", start=0, stype_in=dbn.SType.PARENT,
+                                        stype_out=dbn.SType.INSTRUMENT_ID,
+                                        schema=dbn.Schema.DEFINITION, symbols=["ES.FUT"]))
+                     + b"".join(bytes(d) for d in definitions))
+    return bars, defs
+
+
+def test_a_dbn_file_of_several_contracts_is_split_by_its_symbology(capsys, tmp_path):
+    bars, _ = _dbn_contracts(tmp_path, mappings=True, spread=True)
+    doc = run_json(capsys, "data", "import", str(bars), "--symbol", "ES")
+    assert [(c["symbol"], c["rows"], c["expiry"], c["expiry_source"]) for c in doc["contracts"]] \
+        == [("ESH24", 54, "2024-03-15", "rule"), ("ESM24", 102, "2024-06-21", "rule")]
+    with MarketStore(_store(), read_only=True) as store:
+        stored = store.read_bars("ESM24", "1d")
+    expected = es_contract_set()[1].bars
+    assert np.array_equal(stored.close, expected.close)
+    assert np.array_equal(stored.ts, expected.ts)  # ohlcv-1d opens + 1 day: the closes
+
+
+def test_dbn_definitions_give_the_symbols_and_the_expiries(capsys, tmp_path):
+    bars, defs = _dbn_contracts(tmp_path, mappings=False)
+    code, _, err = run(capsys, "data", "import", str(bars), "--symbol", "ES")
+    assert code == 1 and "instrument 11 has no raw symbol in the file's symbology mappings" in err
+    doc = run_json(capsys, "data", "import", str(defs), str(bars), "--symbol", "ES")
+    # the definitions' expirations win over the rule (ESM4's here a day early, as on a holiday)
+    assert [(c["symbol"], c["expiry"], c["expiry_source"]) for c in doc["contracts"]] == [
+        ("ESH24", "2024-03-15", "definition"), ("ESM24", "2024-06-20", "definition")]
+    code, _, err = run(capsys, "data", "import", str(defs), "--symbol", "ES")
+    assert code == 1 and "instrument definitions only" in err
+
+
 def _store():
     import os
     from pathlib import Path

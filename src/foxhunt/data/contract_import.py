@@ -10,6 +10,11 @@ which contract it holds in one of three ways, tried in this order:
 3. the file's name starts with the contract (`ESH4.csv`, `ESH4_1min.parquet`), when several
    files are imported under a root (`--symbol ES`).
 
+A Databento DBN file of OHLCV records may hold several instruments (a download of ESH4 and
+ESM4, or of the parent ES.FUT): each instrument id is one contract, named by the instrument
+definitions imported with it (a DBN file of the `definition` schema, which also gives the
+expiration) or else by the file's symbology mappings; calendar spreads are left out.
+
 Optional columns: `expiration` (alias `expiry`; the instrument definition's last trading day,
 a date or a time; one value per contract) and `open_interest` (alias `oi`; known at each
 bar's close), which the open-interest roll rule reads.
@@ -29,7 +34,13 @@ import pyarrow.compute as pc
 
 from foxhunt.data.contracts import FuturesContract, is_contract_symbol, parse_symbol, resolve
 from foxhunt.data.instruments import InstrumentRegistry
-from foxhunt.data.readers import bars_from_table, optional_numbers, read_table
+from foxhunt.data.readers import (
+    bars_from_table,
+    optional_numbers,
+    read_dbn_definitions,
+    read_dbn_instruments,
+    read_table,
+)
 from foxhunt.data.series import Bars
 from foxhunt.data.timestamps import TsUnit, to_utc_ns
 from foxhunt.errors import DataError
@@ -57,8 +68,8 @@ def wants_contracts(paths: list[Path], symbol: str, registry: InstrumentRegistry
     if len(paths) > 1 or is_contract_symbol(symbol, registry):
         return True
     path = paths[0]
-    if path.name.lower().endswith((".dbn", ".dbn.zst")):
-        return False
+    if _is_dbn(path):
+        return read_dbn_definitions(path) is not None or len(read_dbn_instruments(path)[0]) > 1
     table, _ = read_table(path)
     names = {n.strip().lower(): n for n in table.column_names}
     column = next((names[a] for a in SYMBOL_COLUMNS if a in names), None)
@@ -85,16 +96,26 @@ def read_contracts(paths: list[Path], symbol: str, registry: InstrumentRegistry,
     if not contract_symbol and symbol not in registry:
         registry.get(symbol)  # the unknown-symbol error, listing the known ones
     root = _root_of(symbol) if contract_symbol else symbol
-    out: dict[str, ContractBars] = {}
+    definitions: dict[int, tuple[str, int | None]] = {}
+    bar_paths = []
     for path in paths:
-        if path.name.lower().endswith((".dbn", ".dbn.zst")):
-            raw = symbol if contract_symbol else _name_symbol(path, len(paths))
-            groups = [(raw, None, str(path))]
+        found = read_dbn_definitions(path) if _is_dbn(path) else None
+        if found is None:
+            bar_paths.append(path)
+        else:
+            definitions.update(found)
+    if not bar_paths:
+        raise DataError(f"{', '.join(map(str, paths))}: instrument definitions only; import them "
+                        "together with the bars they define")
+    out: dict[str, ContractBars] = {}
+    for path in bar_paths:
+        if _is_dbn(path):
+            groups = _dbn_groups(path, symbol, contract_symbol, len(paths), definitions, registry)
         else:
             groups = _groups(path, symbol, contract_symbol, len(paths))
         for raw, table, source in groups:
             read = _contract_bars(raw, table, source, registry, ts_unit, tz, ts_is_open, spec) \
-                if table is not None else _dbn_contract(raw, source, registry, ts_is_open, spec)
+                if isinstance(table, pa.Table) else _dbn_contract(raw, table, source, registry)
             if read.contract.root != root:
                 raise DataError(f"{source}: {raw!r} is a {read.contract.root} contract, not "
                                 f"{root}; import it with --symbol {read.contract.root}")
@@ -174,13 +195,46 @@ def _contract_bars(raw: str, table: pa.Table, source: str, registry: InstrumentR
     return ContractBars(contract, bars, oi, source)
 
 
-def _dbn_contract(raw: str, source: str, registry: InstrumentRegistry, ts_is_open: bool,
-                  spec) -> ContractBars:
-    from foxhunt.data.readers import read_bars
+def _is_dbn(path: Path) -> bool:
+    return path.name.lower().endswith((".dbn", ".dbn.zst"))
 
-    bars = read_bars(source, ts_is_open=ts_is_open, spec=spec)
+
+def _dbn_groups(path: Path, symbol: str, contract_symbol: bool, n_files: int,
+                definitions: dict[int, tuple[str, int | None]],
+                registry: InstrumentRegistry) -> list[tuple[str, tuple, str]]:
+    """(raw symbol, (bars, expiry), source) of each outright contract in a DBN OHLCV file. An
+    instrument's symbol comes from the definitions imported with it, else the file's symbology
+    mappings; a file of one instrument may also be named by --symbol ESH4 or its file name.
+    Calendar spreads (ESM4-ESU4) are left out."""
+    instruments, mapped = read_dbn_instruments(path)
+    groups = []
+    for iid, bars in instruments:
+        raw, expiration = definitions.get(iid, (mapped.get(iid), None))
+        if raw is None and len(instruments) == 1:
+            raw = symbol if contract_symbol else _name_symbol(path, n_files)
+        if raw is None:
+            raise DataError(f"{path}: instrument {iid} has no raw symbol in the file's symbology "
+                            "mappings; import it with its instrument definitions (a DBN file "
+                            "of the definition schema) beside it")
+        if "-" in raw:
+            continue
+        expiry = None
+        if expiration is not None:
+            tz = registry.get(_root_of(raw)).session.tz if _is_symbol(raw) and \
+                _root_of(raw) in registry else "UTC"
+            expiry = datetime.fromtimestamp(expiration / 1e9, tz=UTC).astimezone(
+                ZoneInfo(tz)).date()
+        groups.append((raw, (bars, expiry), f"{path} ({raw}, instrument {iid})"))
+    if not groups:
+        raise DataError(f"{path}: only calendar spreads; no outright contract month to import")
+    return groups
+
+
+def _dbn_contract(raw: str, read: tuple, source: str,
+                  registry: InstrumentRegistry) -> ContractBars:
+    bars, expiry = read
     try:
-        contract = resolve(raw, registry, int(bars.ts[0]))
+        contract = resolve(raw, registry, int(bars.ts[0]), expiry)
     except DataError as e:
         raise DataError(f"{source}: {e}") from None
     return ContractBars(contract, bars, None, source)

@@ -69,6 +69,7 @@ _SUFFIXES = {
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _DBN_PRICE_SCALE = 1e-9
 _DBN_UNDEF_PRICE = np.iinfo(np.int64).max
+_DBN_UNDEF_TS = np.iinfo(np.uint64).max
 _DBN_TRADES = 0x00
 _DBN_OHLCV = {
     0x20: BarSpec.parse("1s"),
@@ -400,12 +401,67 @@ def _dbn_price(fixed: np.ndarray) -> np.ndarray:
     return np.where(fixed == _DBN_UNDEF_PRICE, np.nan, fixed.astype(np.float64) * _DBN_PRICE_SCALE)
 
 
-def _dbn_records(path: Path, source: str, rtypes: set[int], what: str) -> tuple[np.ndarray, int]:
-    """The records of the wanted types as a structured array over the decoded bytes.
+def read_dbn_instruments(path: str | Path) -> tuple[list[tuple[int, Bars]], dict[int, str]]:
+    """A DBN OHLCV file of several instruments (a download of ES.FUT, or of ESH4 and ESM4):
+    each instrument's bars, by instrument id in order of first appearance, and the raw symbol
+    the file's symbology mappings give each id (where they give one: a download by raw symbol
+    maps each symbol to its ids; a parent symbol maps to no contract)."""
+    path, fmt = _locate(path)
+    source = str(path)
+    if fmt != "dbn":
+        raise DataError(f"{source}: not a DBN file")
+    rec, rtype = _dbn_records(path, source, set(_DBN_OHLCV), "bars", split=True)
+    out = []
+    ids = rec["instrument_id"]
+    for iid in dict.fromkeys(ids.tolist()):
+        part = rec[ids == iid]
+        bars = Bars(ts=part["ts_event"].astype(np.int64) + _DBN_OHLCV[rtype].ns,
+                    open=_dbn_price(part["open"]), high=_dbn_price(part["high"]),
+                    low=_dbn_price(part["low"]), close=_dbn_price(part["close"]),
+                    volume=part["volume"].astype(np.float64))
+        validate_bars(bars, f"{source} (instrument {iid})")
+        out.append((int(iid), bars))
+    symbols: dict[int, str] = {}
+    for raw_symbol, intervals in (_dbn_read(path, source)[2].mappings or {}).items():
+        for interval in intervals:
+            text = str(interval.get("symbol", "")).strip()
+            if text.isdigit():
+                symbols[int(text)] = str(raw_symbol)
+    return out, symbols
 
-    A file of one record type (any historical download) is viewed in place; a mixed stream is
-    walked record by record to find the wanted ones.
-    """
+
+def read_dbn_definitions(path: str | Path) -> dict[int, tuple[str, int | None]] | None:
+    """The futures in a DBN file of instrument definitions (schema `definition`): instrument
+    id -> (raw symbol, expiration in ns UTC or None); None when the file holds no definitions
+    (spreads and options are left out: instrument class F only)."""
+    path, fmt = _locate(path)
+    source = str(path)
+    if fmt != "dbn":
+        return None
+    raw, _, meta = _dbn_read(path, source)
+    if meta.schema != databento_dbn.Schema.DEFINITION:
+        return None
+    decoder = databento_dbn.DBNDecoder()
+    try:
+        decoder.write(raw)
+        records = decoder.decode()
+    except (databento_dbn.DBNError, ValueError) as e:
+        raise DataError(f"{source}: corrupt DBN definitions ({_one_line(e)})") from None
+    out = {}
+    for r in records:
+        if not isinstance(r, databento_dbn.InstrumentDefMsg | databento_dbn.InstrumentDefMsgV2
+                          | databento_dbn.InstrumentDefMsgV1):
+            continue
+        if str(getattr(r, "instrument_class", "")) not in ("F", "InstrumentClass.FUTURE"):
+            continue
+        expiration = int(r.expiration)
+        out[int(r.instrument_id)] = (str(r.raw_symbol),
+                                     None if expiration >= _DBN_UNDEF_TS else expiration)
+    return out
+
+
+def _dbn_read(path: Path, source: str) -> tuple[bytes, int, databento_dbn.Metadata]:
+    """A DBN file's decoded bytes, where its records start, and its metadata."""
     try:
         with open(path, "rb") as f:
             compressed = f.read(4) == _ZSTD_MAGIC
@@ -423,6 +479,18 @@ def _dbn_records(path: Path, source: str, rtypes: set[int], what: str) -> tuple[
         meta = databento_dbn.Metadata.decode(raw[:start])
     except (databento_dbn.DBNError, ValueError) as e:
         raise DataError(f"{source}: corrupt DBN metadata ({_one_line(e)})") from None
+    return raw, start, meta
+
+
+def _dbn_records(path: Path, source: str, rtypes: set[int], what: str,
+                 split: bool = False) -> tuple[np.ndarray, int]:
+    """The records of the wanted types as a structured array over the decoded bytes.
+
+    A file of one record type (any historical download) is viewed in place; a mixed stream is
+    walked record by record to find the wanted ones. Records of several instruments
+    interleaved are refused unless `split` (the caller separates them).
+    """
+    raw, start, meta = _dbn_read(path, source)
     body = np.frombuffer(raw, dtype=np.uint8, offset=min(start, len(raw)))
     if body.size == 0:
         raise DataError(f"{source}: no rows")
@@ -467,11 +535,12 @@ def _dbn_records(path: Path, source: str, rtypes: set[int], what: str) -> tuple[
     ids = rec["instrument_id"]
     runs = int(np.count_nonzero(np.diff(ids))) + 1
     distinct = np.unique(ids)
-    if runs > distinct.size:
+    if runs > distinct.size and not split:
         shown = ", ".join(str(i) for i in distinct[:5]) + (", ..." if distinct.size > 5 else "")
         raise DataError(
-            f"{source}: interleaves {distinct.size} instruments (ids {shown}); export one contract "
-            "or a continuous symbol (e.g. ES.c.0) per file"
+            f"{source}: interleaves {distinct.size} instruments (ids {shown}); import them as "
+            "contract months under their root (--symbol ES), or export one contract or a "
+            "continuous symbol (e.g. ES.c.0) per file"
         )
     return rec, int(kinds[0])
 
