@@ -187,6 +187,20 @@ def test_a_contract_symbol_imports_one_file_as_that_month(capsys, tmp_path):
     assert [r["symbol"] for r in _listing(capsys)] == ["ESM24"]
 
 
+def test_ticks_of_a_contract_month_are_stored_under_it(capsys, tmp_path):
+    path = tmp_path / "esu3_trades.csv"
+    t0 = _ns(2013, 9, 3, 14)
+    path.write_text("ts,price,size\n" + "".join(f"{t0 + i * 10**9},1632.25,{i + 1}\n"
+                                                 for i in range(5)))
+    doc = run_json(capsys, "data", "import", str(path), "--symbol", "ESU3", "--kind", "ticks",
+                   "--bars", "1min")
+    assert doc["symbol"] == "ESU13" and doc["ticks"] == 5
+    rows = _listing(capsys)
+    assert {(r["root"], r["symbol"], r["bars"]) for r in rows} == {
+        ("ES", "ESU13", "ticks (raw)"), ("ES", "ESU13", "1min")}
+    assert rows[0]["contract"]["expiry"] == "2013-09-20"  # the bundled sample's contract
+
+
 def test_a_plain_import_is_unchanged_by_contract_months(capsys, tmp_path):
     from ..cli.test_cli import write_bars_csv
 

@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from foxhunt.data.instruments import Instrument, InstrumentRegistry, Session
+from foxhunt.data.instruments import InstrumentRegistry, Session
 from foxhunt.errors import DataError
 
 MONTH_CODES = "FGHJKMNQUVXZ"
@@ -119,13 +119,6 @@ def resolve(text: str, registry: InstrumentRegistry, first_ts: int,
                         "import gives no expiration; add an expiration column or an `expiry` "
                         f"rule to [{root}]")
     return FuturesContract(root, year, month, inst.expiry.expiry(year, month), "rule")
-
-
-def describe_expiry(contract: FuturesContract, instrument: Instrument) -> str:
-    """Where an expiry came from, in words: `definition` or the rule's wording."""
-    if contract.expiry_source == "definition" or instrument.expiry is None:
-        return "from the instrument definition"
-    return instrument.expiry.describe()
 
 
 def session_days(ts: np.ndarray, session: Session) -> np.ndarray:
