@@ -22,6 +22,8 @@ Targets (docs/learning.md), checked per market and printed as pass/fail:
 Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is over seeds of the
 per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
 
+`--kind dqn|pqn` picks the learner (`[agent] kind`) over the config's.
+
 `--quick` (CI runs it on the CPU, in seconds): a tiny agent on 4,000-bar markets, and unless
 given, the trend market and seed 0.
 
@@ -65,6 +67,7 @@ import numpy as np
 import torch
 from _common import document, emit, log, resolve_device, run_main, write_json
 
+from foxhunt.agents.dqn.config import KINDS
 from foxhunt.backtest.rule_search import SMA_GRID, ZFADE_GRID, default_rules, fold_baselines
 from foxhunt.config import load_settings
 from foxhunt.data.instruments import Instrument, InstrumentRegistry, Session
@@ -216,6 +219,8 @@ def agent_spec(args: argparse.Namespace, seed: int) -> TrainingSpec:
     updates.setdefault("train", {}).update(seed=seed, device=args.device)
     if args.epochs:
         updates["train"]["epochs"] = args.epochs
+    if args.kind:
+        updates.setdefault("agent", {})["kind"] = args.kind
     if args.deploy_all:
         updates["walkforward"]["deploy_min_psr"] = 0.0
     spec = spec.with_overrides(updates, "bench_learning")
@@ -707,6 +712,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, help="epochs per fold (default: the config's)")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--config", type=Path, help="a foxhunt config TOML for the agent")
+    parser.add_argument("--kind", choices=KINDS,
+                        help="the learner ([agent] kind; default: the config's, shipped dqn)")
     parser.add_argument("--rules-only", action="store_true", help="skip the agent: baselines only")
     parser.add_argument("--deploy-all", action="store_true",
                         help="every fold deploys its agent (walkforward.deploy_min_psr = 0), so "

@@ -1,1 +1,2 @@
-"""Learning agents: networks and losses (`dqn`: branching Rainbow / IQN)."""
+"""Learning agents: networks and their updates (`dqn`: branching Rainbow / IQN; `pqn`: parallel
+Q(lambda) without replay or target network)."""

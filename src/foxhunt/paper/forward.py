@@ -92,10 +92,11 @@ class GreedyForward:
         _greedy(np.zeros(self.w_in.shape[0], dtype=np.float32), *self._args)  # compile now
 
     @staticmethod
-    def supports(network: BranchingQNetwork) -> bool:
-        """What this forward computes: eval mode, C51, no variable selection."""
-        return (not network.training and network.config.head == "c51"
-                and network.selection is None)
+    def supports(network: torch.nn.Module) -> bool:
+        """What this forward computes: a DQN's network in eval mode, C51, no variable
+        selection (any other policy network acts through torch)."""
+        return (isinstance(network, BranchingQNetwork) and not network.training
+                and network.config.head == "c51" and network.selection is None)
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """Expected Q per branch and action [Br, A], float64 (NaN where the softmax

@@ -3,7 +3,9 @@
 Written atomically (temp file, then rename). Loading into a network whose layout differs fails
 with one line naming the first difference, instead of a wall of state-dict key errors; so does
 every other way a file can be wrong (missing, foreign, truncated, another layout).
-`load_policy` reads a fold's policy back for the backtest and paper trading.
+`load_policy` reads a fold's policy back for the backtest and paper trading, as the network of
+the learner that trained it: a checkpoint records its network's kind (`[agent] kind`; files
+written before kinds existed hold a DQN).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import torch
 from torch import nn
 
 from foxhunt import __version__
-from foxhunt.agents.dqn import BranchingQNetwork
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.agents.dqn.layout import describe_layout_diff, layout_description, layout_fingerprint
+from foxhunt.agents.pqn import QNetwork
 from foxhunt.configbase import describe_validation_error
 from foxhunt.data.instruments import Session
 from foxhunt.env.observation import ObservationSpec
@@ -31,6 +34,22 @@ from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.training.config import TrainingSpec
 
 FORMAT = "foxhunt-checkpoint/1"
+POLICY_NETWORKS: dict[str, type[nn.Module]] = {"dqn": BranchingQNetwork, "pqn": QNetwork}
+"""The network each learner kind deploys."""
+
+
+def kind_of(network: nn.Module) -> str | None:
+    """The kind whose policy network `network` is; None for any other module."""
+    return next((k for k, cls in POLICY_NETWORKS.items() if type(network) is cls), None)
+
+
+def policy_network(kind: str, agent: AgentConfig, observation: ObservationSpec,
+                   feature_groups: dict[str, list[int]] | None) -> nn.Module:
+    """A fresh policy network of `kind` for `observation`, to load a checkpoint's weights into."""
+    if kind == "pqn":
+        return QNetwork(observation.size, agent, observation.window, observation.pos_dim)
+    return BranchingQNetwork(observation.size, agent, feature_groups, observation.window,
+                             observation.pos_dim)
 
 
 def save_checkpoint(path: Path, network: nn.Module, spec: dict[str, Any], extra: dict[str, Any]) -> Path:
@@ -39,6 +58,7 @@ def save_checkpoint(path: Path, network: nn.Module, spec: dict[str, Any], extra:
     payload = {
         "format": FORMAT,
         "foxhunt": __version__,
+        "kind": kind_of(network),
         "fingerprint": layout_fingerprint(network),
         "layout": layout_description(network),
         "spec": spec,
@@ -92,11 +112,12 @@ class PolicyCheckpoint:
 
     path: Path
     spec: TrainingSpec
-    network: BranchingQNetwork  # greedy (eval mode), on the CPU
+    network: nn.Module  # `POLICY_NETWORKS[kind]`, greedy (eval mode), on the CPU
     observation: ObservationSpec
     feature_config: FeatureConfig  # the run's (the default for checkpoints saved without it)
     feature_names: tuple[str, ...]
     metadata: dict[str, Any]  # what the trainer saved beside the weights: fold, normaliser, ...
+    kind: str = "dqn"  # the learner that trained it (`[agent] kind`)
 
     def features(self, session: Session,
                  config: FeatureConfig | None = None) -> tuple[FeaturePipeline, Normaliser]:
@@ -141,7 +162,11 @@ def load_policy(path: Path | str) -> PolicyCheckpoint:
                               f"({why}) in this {FORMAT} checkpoint of foxhunt {payload['foxhunt']};"
                               " load the checkpoint of a walk-forward fold, or this one with the "
                               "foxhunt version that wrote it") from None
-    network = BranchingQNetwork(observation.size, spec.agent, extra.get("feature_groups"),
-                                observation.window, observation.pos_dim)
+    kind = payload.get("kind") or "dqn"
+    if kind not in POLICY_NETWORKS:
+        raise CheckpointError(f"{path}: a policy of kind {kind!r}, which this foxhunt cannot "
+                              f"load (it knows {', '.join(POLICY_NETWORKS)}); load it with the "
+                              "foxhunt version that wrote it")
+    network = policy_network(kind, spec.agent, observation, extra.get("feature_groups"))
     load_checkpoint(path, network, payload)
-    return PolicyCheckpoint(path, spec, network.eval(), observation, features, names, extra)
+    return PolicyCheckpoint(path, spec, network.eval(), observation, features, names, extra, kind)

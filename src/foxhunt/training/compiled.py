@@ -10,9 +10,11 @@ as CUDA graphs. The trainer holds one per fold beside its learner.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import torch
 
+from foxhunt.training.config import FoldBudget
 from foxhunt.training.graphs import CompiledStep
 from foxhunt.training.hotpath import INDUCTOR_OPTIONS, StagedBatch
 from foxhunt.training.learner import Learner
@@ -75,6 +77,20 @@ class CompiledSteps:
     def _updates(self) -> None:
         for _ in range(self.fast.update_block):
             self.fast.update(self)
+
+    def train_epoch(self, budget: FoldBudget, epoch: int,
+                    timer: Callable[[str], AbstractContextManager[None]]) -> None:
+        """Epoch `epoch` of the fold's `budget`: its collect steps, or more where the replay
+        holds fewer transitions than the first update needs (a resumed fold refills it), then
+        its updates once the replay is ready (`learning_starts`)."""
+        learner, train = self.learner, self.learner.spec.train
+        short = max(train.learning_starts, train.batch_size) - learner.transitions
+        steps = max(budget.collect_steps[epoch], -(-short // learner.env.n_envs))
+        with timer("experience"):
+            self.run_collect(steps)
+        with timer("updates"):
+            if learner.ready_to_learn():
+                self.run_updates(budget.updates[epoch])
 
     def run_collect(self, steps: int) -> None:
         """`steps` env steps with the noisy online policy, fresh noise for each (the first

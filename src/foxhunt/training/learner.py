@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from foxhunt.agents.dqn import BranchingQNetwork, LossOutput, PolyakUpdate
+from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork, LossOutput, PolyakUpdate
 from foxhunt.agents.dqn.losses import (
     DIAGNOSTICS,
     HEADS,
@@ -60,6 +63,36 @@ _SEEDED_INIT = threading.Lock()
 learners built at once in threads (`foxhunt tune --backend thread`) would otherwise interleave
 their draws, and a trial would not reproduce from its seed."""
 
+
+@contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Networks built inside draw their initial weights from torch's global CPU generator
+    seeded with `seed`, which is restored after (`_SEEDED_INIT`)."""
+    with _SEEDED_INIT, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
+def fold_generator(device: torch.device, seed: int) -> torch.Generator | None:
+    """The generator of a fold's random draws. CPU: an explicit one, which makes a run
+    reproducible. CUDA: None, the default generator, which graphs need: seeded here and forked
+    nowhere else."""
+    if device.type == "cpu":
+        return torch.Generator(device=device).manual_seed(seed)
+    torch.cuda.manual_seed(seed)
+    return None
+
+
+def cpu_tree(obj: Any) -> Any:
+    """`obj` (tensors in dicts and lists) with every tensor detached and on the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: cpu_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [cpu_tree(v) for v in obj]
+    return obj
+
 COLLECT_METRICS = ("reward", "env_steps", "flat", "trades", "terminated", "truncated")
 LOSS_METRICS = ("loss", "q_loss", "aux_loss", "mean_q", "target_q")
 UPDATE_METRICS = (*LOSS_METRICS, "grad_norm", "updates")
@@ -81,6 +114,50 @@ class EpochMetrics:
     collect: dict[str, float]
     action_mix: list[list[float]]
     update: dict[str, float]
+
+
+def collect_accumulator(n_envs: int, agent: AgentConfig,
+                        device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """(the collect sums [N, COLLECT_METRICS + Br * A], zeros; the action ids; ones [N]): what
+    `collect_row` adds to and reads. Per env, summed over the envs only when read: a collect step
+    then has no reduction, so the compiled env step stays one wide elementwise kernel instead of
+    a serial reduction."""
+    width = len(COLLECT_METRICS) + agent.n_branches * agent.n_actions
+    return (torch.zeros(n_envs, width, device=device, dtype=torch.float64),
+            torch.arange(agent.n_actions, device=device),
+            torch.ones(n_envs, device=device, dtype=torch.float64))
+
+
+def collect_row(reward: Tensor, ones: Tensor, position: Tensor, trades_closed: Tensor,
+                terminated: Tensor, truncated: Tensor, action: Tensor,
+                action_ids: Tensor) -> Tensor:
+    """A collect step's per-env counts [N, COLLECT_METRICS + Br * A] (float64), summed over the
+    envs only when read: a collect step then has no reduction."""
+    chosen = (action.unsqueeze(-1) == action_ids).flatten(1)  # [N, Br * A] one-hot
+    return torch.cat((
+        torch.stack((
+            reward.double(),
+            ones,
+            (position == 0).double(),
+            trades_closed.double(),
+            terminated.double(),
+            truncated.double(),
+        ), dim=1),
+        chosen.double(),
+    ), dim=1)
+
+
+def collect_summary(sums: list[float], n_branches: int,
+                    n_actions: int) -> tuple[dict[str, float], list[list[float]]]:
+    """`collect_row`'s sums over an epoch as run.jsonl's collect metrics and action mix."""
+    base = dict(zip(COLLECT_METRICS, sums))
+    steps = max(base["env_steps"], 1.0)
+    counts = sums[len(COLLECT_METRICS):]
+    mix = [[c / steps for c in counts[i * n_actions:(i + 1) * n_actions]]
+           for i in range(n_branches)]
+    return ({"mean_reward": base["reward"] / steps, "flat": base["flat"] / steps,
+             "trades": base["trades"], "terminated": base["terminated"],
+             "truncated": base["truncated"], "env_steps": base["env_steps"]}, mix)
 
 
 class Learner:
@@ -105,19 +182,12 @@ class Learner:
         self.fast = HotPath(t.performance, device)
         market = self.fast.market(market)
         self.spec, self.market, self.device = spec, market, device
-        # CPU: explicit generators make a run reproducible. CUDA: graphs need the default
-        # generator, which is seeded here and forked nowhere else.
-        self.generator: torch.Generator | None = None
-        if device.type == "cpu":
-            self.generator = torch.Generator(device=device).manual_seed(seed)
-        else:
-            torch.cuda.manual_seed(seed)
+        self.generator = fold_generator(device, seed)
         self.env = TradingVecEnv(
             market, spec.env, n_envs=t.n_envs, device=device, generator=self.generator,
             start_range=(train_window.start, train_window.stop),
         )
-        with _SEEDED_INIT, torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_init(seed):
             self.online = BranchingQNetwork(
                 self.env.obs_dim, a, feature_groups, spec.env.window, self.env.pos_dim
             ).to(device)
@@ -160,14 +230,8 @@ class Learner:
         self._polyak = PolyakUpdate(self.target, self.online, a.tau)
         self._average = (None if self.averaged is None
                          else PolyakUpdate(self.averaged, self.online, average_rate))
-        # Per env, summed over the envs only when read: a collect step then has no reduction, so
-        # the compiled env step stays one wide elementwise kernel instead of a serial reduction.
-        n_mix = a.n_branches * a.n_actions
-        self.collect_acc = torch.zeros(t.n_envs, len(COLLECT_METRICS) + n_mix, device=device,
-                                       dtype=torch.float64)
+        self.collect_acc, self._action_ids, self._ones = collect_accumulator(t.n_envs, a, device)
         self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
-        self._action_ids = torch.arange(a.n_actions, device=device)
-        self._ones = torch.ones(t.n_envs, device=device, dtype=torch.float64)
         self.batch: StagedBatch | None = None  # the next update's (`CompiledSteps.prime`)
         self.transitions = 0
 
@@ -203,18 +267,8 @@ class Learner:
         """The transitions into the replay (at max priority), and the step's metric sums."""
         self.replay.add(bar, pos_state, action, reward, terminated, truncated, next_bar,
                         next_pos_state)
-        chosen = (action.unsqueeze(-1) == self._action_ids).flatten(1)  # [N, Br * A] one-hot
-        self.collect_acc += torch.cat((
-            torch.stack((
-                reward.double(),
-                self._ones,
-                (position == 0).double(),
-                trades_closed.double(),
-                terminated.double(),
-                truncated.double(),
-            ), dim=1),
-            chosen.double(),
-        ), dim=1)
+        self.collect_acc += collect_row(reward, self._ones, position, trades_closed, terminated,
+                                        truncated, action, self._action_ids)
 
     # -- update: reference_update's math, its bootstrap target staged one update ahead -------
 
@@ -334,6 +388,21 @@ class Learner:
 
     # -- epoch-level driving (host side, no device reads) -----------------------------------
 
+    def resume_state(self) -> dict[str, Any]:
+        """The resume point beside the online weights: target, weight average, Adam's state and
+        the transitions collected. The replay is not saved; a resumed fold refills it."""
+        return {"target": {k: v.cpu() for k, v in self.target.state_dict().items()},
+                "averaged": None if self.averaged is None
+                else {k: v.cpu() for k, v in self.averaged.state_dict().items()},
+                "optimizer": cpu_tree(self.optimizer.state_dict()),
+                "transitions": self.transitions}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.target.load_state_dict(state["target"])
+        if self.averaged is not None:  # the run's settings are checked equal by the trainer
+            self.averaged.load_state_dict(state["averaged"])
+        self.optimizer.load_state_dict(state["optimizer"])
+
     def ready_to_learn(self) -> bool:
         return self.transitions >= max(self.spec.train.learning_starts, self.spec.train.batch_size)
 
@@ -382,19 +451,9 @@ class Learner:
         collect, update = flat[:n_collect], flat[n_collect:n_collect + n_update]
         self.collect_acc.zero_()
         self.update_acc.zero_()
-        base = dict(zip(COLLECT_METRICS, collect))
-        steps = max(base["env_steps"], 1.0)
-        counts = collect[len(COLLECT_METRICS):]
-        mix = [[c / steps for c in counts[i * a.n_actions:(i + 1) * a.n_actions]]
-               for i in range(a.n_branches)]
+        summary, mix = collect_summary(collect, a.n_branches, a.n_actions)
         n_up = max(update[-1], 1.0)
         upd = {k: v / n_up for k, v in zip(UPDATE_METRICS[:-1], update[:-1], strict=True)}
         upd["updates"] = update[-1]
         upd.update(zip(state, flat[n_collect + n_update:], strict=True))
-        return EpochMetrics(
-            collect={"mean_reward": base["reward"] / steps, "flat": base["flat"] / steps,
-                     "trades": base["trades"], "terminated": base["terminated"],
-                     "truncated": base["truncated"], "env_steps": base["env_steps"]},
-            action_mix=mix,
-            update=upd,
-        )
+        return EpochMetrics(collect=summary, action_mix=mix, update=upd)

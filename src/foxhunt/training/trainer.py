@@ -1,5 +1,9 @@
 """Walk-forward training: for each fold, epochs of (collect K env steps, U updates, validate).
 
+The fold's learner is `[agent] kind`'s (`learners.start_learner`: the DQN's or PQN's); the
+trainer asks of it only what `learners.FoldLearner` and `FoldSteps` say: an epoch of its
+budget, the epoch's metrics, the policy network to judge, and its resume state.
+
 A fold's budget is `[train] updates_per_fold` updates (the profile's a cap on what its training
 window asks for: `TrainConfig.for_fold`) and the transitions `replay_ratio` asks for, split
 evenly over `epochs` (`TrainConfig.budget`).
@@ -50,7 +54,6 @@ from foxhunt.features.pipeline import FeatureMatrix, FeaturePipeline
 from foxhunt.fileio import write_text_atomic
 from foxhunt.metrics import sharpe, sharpe_above_probability
 from foxhunt.training.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.config import TrainingSpec
 from foxhunt.training.evaluate import (
     Rollouts,
@@ -60,7 +63,7 @@ from foxhunt.training.evaluate import (
     market_window,
 )
 from foxhunt.training.graphs import SETUP
-from foxhunt.training.learner import Learner
+from foxhunt.training.learners import FoldLearner, FoldSteps, start_learner
 from foxhunt.training.tracking import RunTracker
 from foxhunt.training.verdict import (
     COLLAPSED_FLAT,
@@ -147,8 +150,8 @@ class RunResult:
 class FoldContext:
     fold: Fold
     features: FeatureMatrix
-    learner: Learner
-    steps: CompiledSteps  # the learner's steps as they run (compiled, graphed on CUDA)
+    learner: FoldLearner  # of `[agent] kind` (`learners.start_learner`)
+    steps: FoldSteps  # what runs the learner's steps (for the DQN compiled, graphed on CUDA)
     val_market: MarketTensors
     test_market: MarketTensors | None  # None under scope `validation`
     best_state: dict[str, torch.Tensor] | None = None
@@ -340,9 +343,9 @@ class WalkForwardTrainer:
         mirror = (FeatureMirror.of(self.pipeline.specs, features.normaliser)
                   if self.spec.agent.mirror else None)
         spec = self.spec.model_copy(update={"train": self.fold_train[fold.index]})
-        learner = Learner(spec, market_window(market, base, fold.train.stop), window,
-                          features.groups, self.device, self.fold_seed(fold), mirror)
-        return FoldContext(fold, features, learner, CompiledSteps(learner),
+        learner, steps = start_learner(spec, market_window(market, base, fold.train.stop), window,
+                                       features.groups, self.device, self.fold_seed(fold), mirror)
+        return FoldContext(fold, features, learner, steps,
                            market_head(market, fold.val.stop),
                            market_head(market, fold.test.stop) if self.scope == "test" else None)
 
@@ -428,24 +431,13 @@ class WalkForwardTrainer:
                                           [ctx.fold.val, self.train_slice(ctx.fold)])
         return val, seen
 
-    def collect_steps(self, ctx: FoldContext, epoch: int) -> int:
-        """The budget's collect steps of `epoch`, or more where the learner holds fewer
-        transitions than its first update needs (a resumed fold refills its replay)."""
-        t = self.spec.train
-        short = max(t.learning_starts, t.batch_size) - ctx.learner.transitions
-        return max(self.budgets[ctx.fold.index].collect_steps[epoch],
-                   -(-short // ctx.learner.env.n_envs))
-
     def train_fold(self, ctx: FoldContext) -> FoldReport:
         t, learner, fold = self.spec.train, ctx.learner, ctx.fold
         (self.run_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
         for epoch in range(ctx.start_epoch, t.epochs):
             lap: dict[str, float] = {}
-            with self._timed("experience", lap):
-                ctx.steps.run_collect(self.collect_steps(ctx, epoch))
-            with self._timed("updates", lap):
-                if learner.ready_to_learn():
-                    ctx.steps.run_updates(self.budgets[fold.index].updates[epoch])
+            ctx.steps.train_epoch(self.budgets[fold.index], epoch,
+                                  lambda phase, lap=lap: self._timed(phase, lap))
             with self._timed("validation", lap):
                 metrics = learner.read_metrics()
                 val, seen = self.judge(ctx)
@@ -554,19 +546,16 @@ class WalkForwardTrainer:
             self.run_dir / "checkpoints" / f"fold{ctx.fold.index}_last.pt", learner.online,
             self.spec.model_dump(mode="json"),
             {"epoch": epoch, "best_epoch": ctx.best_epoch, "best_sharpe": ctx.best_sharpe,
-             "target": {k: v.cpu() for k, v in learner.target.state_dict().items()},
-             "averaged": None if learner.averaged is None
-             else {k: v.cpu() for k, v in learner.averaged.state_dict().items()},
-             "optimizer": _cpu_tree(learner.optimizer.state_dict()),
              "best_state": None if ctx.best_state is None
              else {k: v.cpu() for k, v in ctx.best_state.items()},
-             "transitions": learner.transitions},
+             **learner.resume_state()},
         )
 
     def _resume(self, ctx: FoldContext) -> None:
-        """Continue a fold from its last saved epoch: weights, target, optimiser, selection.
-        The replay buffer is not persisted; it refills from the restored policy. A fold with no
-        resume point starts again, its logged epochs dropped."""
+        """Continue a fold from its last saved epoch: the learner's weights and its
+        `resume_state` (the DQN's target and optimiser; its replay is not persisted and refills
+        from the restored policy), and the selection. A fold with no resume point starts again,
+        its logged epochs dropped."""
         path = self.run_dir / "checkpoints" / f"fold{ctx.fold.index}_last.pt"
         if not path.exists():
             self._truncate_logs(ctx.fold.index, -1)
@@ -574,10 +563,7 @@ class WalkForwardTrainer:
         learner = ctx.learner
         payload = load_checkpoint(path, learner.online)
         extra = payload["extra"]
-        learner.target.load_state_dict(extra["target"])
-        if learner.averaged is not None:  # the run's settings are checked equal in `run`
-            learner.averaged.load_state_dict(extra["averaged"])
-        learner.optimizer.load_state_dict(extra["optimizer"])
+        learner.restore(extra)  # the run's settings are checked equal in `run`
         if extra["best_state"] is not None:
             ctx.best_state = {k: v.to(self.device) for k, v in extra["best_state"].items()}
         ctx.best_sharpe, ctx.best_epoch = extra["best_sharpe"], extra["best_epoch"]
@@ -642,16 +628,6 @@ def _gap_p(seen: WindowResult, val: WindowResult) -> float | None:
     if seen.estimate is None or val.estimate is None:
         return None
     return sharpe_above_probability(seen.estimate, val.estimate)
-
-
-def _cpu_tree(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _cpu_tree(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_cpu_tree(v) for v in obj]
-    return obj
 
 
 def _sync(device: torch.device) -> None:

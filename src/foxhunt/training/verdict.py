@@ -187,8 +187,10 @@ def _runaway(series: Sequence[float]) -> bool:
 def dead_exploration(epochs: Sequence[Mapping[str, Any]]) -> str | None:
     """A note when the last epoch's collect steps took one action at least `CONCENTRATED` of
     the time in every branch while the noise that should vary them has gone: the noisy layers'
-    mean |sigma| at most `DEAD_SIGMA_SHARE` of the fold's first epoch's, or no noisy layers."""
-    if not epochs or not epochs[-1].get("action_mix"):
+    mean |sigma| at most `DEAD_SIGMA_SHARE` of the fold's first epoch's, or no noisy layers.
+    An epsilon-greedy learner (PQN: `epsilon` in its lines) explores on its schedule, never
+    less than its eps_finish: no note."""
+    if not epochs or not epochs[-1].get("action_mix") or epochs[-1].get("epsilon", 0) > 0:
         return None
     last = epochs[-1]
     top = min(max(branch) for branch in last["action_mix"])

@@ -1,8 +1,9 @@
-"""Settings of the branching Rainbow / IQN agent (network layout, loss and optimiser knobs)."""
+"""The `[agent]` section: which learner trains (`kind`), the network's shape, and the branching
+Rainbow / IQN agent's loss and optimiser knobs (PQN's own are `[pqn]`: agents/pqn/config.py)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,7 +26,18 @@ LAYOUT_FIELDS = (
 """Fields that change the parameters or the meaning of the outputs; a checkpoint must match them."""
 
 
+Kind = Literal["dqn", "pqn"]
+KINDS: tuple[str, ...] = get_args(Kind)
+"""The learners a run can train (docs/training.md, "Learners: dqn and pqn")."""
+
+
 class AgentConfig(StrictConfig):
+    kind: Kind = Field(
+        default="dqn",
+        description="the learner: 'dqn' (branching Rainbow: replay, target network, C51 or IQN) "
+        "or 'pqn' (parallel Q(lambda): no replay, no target network; its knobs are [pqn]); "
+        "both use hidden, trunk_layers, dueling and branches",
+    )
     hidden: int = Field(default=256, gt=0, description="trunk and head width; unset: the profile's")
     trunk_layers: int = Field(default=2, ge=1)
     atoms: Literal[11, 21, 51] = Field(default=51, description="C51 support atoms; as hidden")
