@@ -376,12 +376,16 @@ class LocalExchange:
             for acct in self.accounts.values():
                 _logout(acct.sid, lambda name=acct.name: name in self._logged_on,
                         LOGOUT_WAIT_S)  # fmt: skip
-            acceptor.stop(True)
+        # the sender ends before the acceptor: no send races QuickFIX tearing its sessions
+        # down; what fromApp queues after this is sent from its own thread, as before start
         sender, self._sender = self._sender, None
         if sender is not None:
             self._closing.set()
             self._pending.set()
             sender.join()
+            self._send_batch()
+        if acceptor is not None:
+            acceptor.stop(True)
         with self._lock:
             for acct in self.accounts.values():
                 for sim in acct.venues.values():
