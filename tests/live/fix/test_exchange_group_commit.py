@@ -6,8 +6,6 @@ from __future__ import annotations
 import threading
 import time
 
-import quickfix as fix
-
 from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.orders import OrderRequest, OrderType, Side
 from foxhunt.orders.state import OrderStatus
@@ -24,7 +22,6 @@ def test_orders_are_acknowledged_only_after_their_sync_and_a_slow_sync_is_shared
     syncs: list[int] = []  # how many new orders each sync covered
     acked_unsynced: list[str] = []
     sync = SimulatedVenue.sync
-    send = fix.Session.sendToTarget
 
     def slow_sync(self: SimulatedVenue) -> None:
         with lock:
@@ -36,18 +33,20 @@ def test_orders_are_acknowledged_only_after_their_sync_and_a_slow_sync_is_shared
             if written:
                 syncs.append(len(written))
 
-    def watched_send(msg, *args):
+    monkeypatch.setattr(SimulatedVenue, "sync", slow_sync)
+    port = free_port()
+    ex = exchange(tmp_path, port, [es_market(10)])
+    send = ex._send_message
+
+    def watched_send(msg, sid):
         if msg.getHeader().getField(35) == "8" and msg.getField(150) == "0":  # an Accepted
             cid = msg.getField(11)
             with lock:
                 if cid not in synced:
                     acked_unsynced.append(cid)
-        return send(msg, *args)
+        send(msg, sid)
 
-    monkeypatch.setattr(SimulatedVenue, "sync", slow_sync)
-    monkeypatch.setattr(fix.Session, "sendToTarget", staticmethod(watched_send))
-    port = free_port()
-    ex = exchange(tmp_path, port, [es_market(10)])
+    ex._send_message = watched_send  # this exchange's sends only: QuickFIX is left alone
     venue = gateway(tmp_path, port)
     try:
         eng = engine("sqlite://", venue, max_position=ORDERS, max_gross_notional=0)  # 0: off

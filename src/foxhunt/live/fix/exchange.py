@@ -657,13 +657,19 @@ class LocalExchange:
                 bar = _md_bar(msg) if on_wire is not None else None
                 sent_ns = time.perf_counter_ns()
                 try:
-                    fix.Session.sendToTarget(msg, sid)
+                    self._send_message(msg, sid)
                 except fix.SessionNotFound:
                     log.error("exchange: no session %s", sid)
                 if bar is not None and on_wire is not None:
                     on_wire("md", bar, sent_ns)
         with self._lock:
             self._sending = False
+
+    @staticmethod
+    def _send_message(msg: Any, sid: Any) -> None:
+        import quickfix as fix
+
+        fix.Session.sendToTarget(msg, sid)
 
     def _flush_outbound(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until the sender has sent everything queued."""
