@@ -33,6 +33,8 @@ TRACEPARENT_ENV = "TRACEPARENT"
 TRACESTATE_ENV = "TRACESTATE"
 """The W3C trace context a parent process hands its child in the environment (OpenTelemetry's
 environment carrier): a job's child process continues the job's trace."""
+_CARRIER_ENV = {"traceparent": TRACEPARENT_ENV, "tracestate": TRACESTATE_ENV}
+"""The W3C carrier's keys and the environment variables that carry them."""
 
 Attributes = Mapping[str, str | bool | int | float]
 
@@ -139,15 +141,12 @@ def configure(service_name: str, *, span_exporter: Any = None, metric_reader: An
 def _continue_parent_trace() -> None:
     """Where the environment carries a parent's trace context (TRACEPARENT), make it this
     thread's current context: the process's first spans are children of the parent's span."""
-    parent = os.environ.get(TRACEPARENT_ENV)
-    if not parent:
+    if not os.environ.get(TRACEPARENT_ENV):
         return
     from opentelemetry import context
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    carrier = {"traceparent": parent}
-    if os.environ.get(TRACESTATE_ENV):
-        carrier["tracestate"] = os.environ[TRACESTATE_ENV]
+    carrier = {key: os.environ[env] for key, env in _CARRIER_ENV.items() if os.environ.get(env)}
     context.attach(TraceContextTextMapPropagator().extract(carrier))
 
 
@@ -160,12 +159,7 @@ def trace_env() -> dict[str, str]:
 
     carrier: dict[str, str] = {}
     TraceContextTextMapPropagator().inject(carrier)
-    env = {}
-    if "traceparent" in carrier:
-        env[TRACEPARENT_ENV] = carrier["traceparent"]
-    if carrier.get("tracestate"):
-        env[TRACESTATE_ENV] = carrier["tracestate"]
-    return env
+    return {env: carrier[key] for key, env in _CARRIER_ENV.items() if carrier.get(key)}
 
 
 def shutdown() -> None:
