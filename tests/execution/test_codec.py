@@ -64,6 +64,13 @@ WIRE = [
      '{"activation":1,"reason":"operator","ts_ns":20}'),
     ('modify_denied', 'A-1:modify_denied:21',
      '{"check":"price_collar_pct","client_order_id":"A-1","reason":"far","ts_ns":21}'),
+    ('roll_started', 'roll:R-ESH24-ESM24:started',
+     ('{"from_symbol":"ESH24","quantity":-3,"reason":"volume 150,000 > 30,000","roll_id":'
+      '"R-ESH24-ESM24","root":"ES","to_symbol":"ESM24","ts_ns":22}')),
+    ('roll_completed', 'roll:R-ESH24-ESM24:completed',
+     '{"quantity":-3,"roll_id":"R-ESH24-ESM24","ts_ns":23}'),
+    ('roll_failed', 'roll:R-ESM24-ESU24:failed',
+     '{"reason":"out leg rejected","roll_id":"R-ESM24-ESU24","ts_ns":24}'),
 ]  # fmt: skip
 
 

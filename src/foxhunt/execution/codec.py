@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 # the layers' events, imported for their classes to register their kinds
+import foxhunt.execution.rolls
 import foxhunt.orders.events
 import foxhunt.portfolio.events
 import foxhunt.risk.events  # noqa: F401

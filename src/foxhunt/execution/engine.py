@@ -24,6 +24,7 @@ from foxhunt.errors import UnknownSymbolError
 from foxhunt.events import Event
 from foxhunt.execution import venue as v
 from foxhunt.execution.observe import OrderTelemetry
+from foxhunt.execution.rolls import RollBook, RollEvent
 from foxhunt.execution.store import EventLogError, EventStore, StoredEvent
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract, Price
@@ -126,6 +127,7 @@ class TradingEngine:
         self.book = OrderBook()
         self.account = Account(self.contracts)
         self.risk = RiskEngine(self.risk_config, self.account, self.book)
+        self.rolls = RollBook()
         if self._returns is not None:
             self.risk.set_returns(self._returns)
         for symbol, why in self._stale.items():
@@ -148,7 +150,12 @@ class TradingEngine:
         if isinstance(event, OrderEvent):
             if isinstance(event, OrderFilled):
                 self.account.check_fill(event)
-            self.book.apply(event)
+            order = self.book.apply(event)
+            if self.rolls.legs:
+                self.rolls.on_order(order)
+        elif isinstance(event, RollEvent):
+            self.rolls.apply(event)
+            return
         self.account.apply(event)
         self.risk.apply(event)
 
@@ -560,6 +567,14 @@ class TradingEngine:
         self.risk.set_returns(returns)
         self._returns = returns
 
+    # --- rolls (execution.roller drives them) ---------------------------------------------
+
+    def record_roll(self, event: RollEvent) -> None:
+        """A roll's start or end: checked against the roll's state machine, then logged
+        (`IllegalRollTransition` changes nothing)."""
+        self._begin(event.ts_ns)
+        self._commit([event])
+
     # --- an operator adopting the venue's view (after a reconciliation found them apart) -----
 
     def adopt_position(self, symbol: str, quantity: int, ts_ns: int, reason: str) -> None:
@@ -664,5 +679,6 @@ class TradingEngine:
             "book": self.book.snapshot(),
             "account": self.account.snapshot(),
             "risk": self.risk.state.snapshot(),
+            "rolls": self.rolls.snapshot(),
             "seen": sorted(self._seen),
         }
