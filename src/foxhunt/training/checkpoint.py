@@ -23,6 +23,7 @@ from torch import nn
 from foxhunt import __version__
 from foxhunt.agents.dqn import AgentConfig, BranchingQNetwork
 from foxhunt.agents.dqn.layout import describe_layout_diff, layout_description, layout_fingerprint
+from foxhunt.agents.ppo import ActorCritic, PPOConfig
 from foxhunt.agents.pqn import QNetwork
 from foxhunt.configbase import describe_validation_error
 from foxhunt.data.instruments import Session
@@ -34,7 +35,8 @@ from foxhunt.features.pipeline import FeaturePipeline
 from foxhunt.training.config import TrainingSpec
 
 FORMAT = "foxhunt-checkpoint/1"
-POLICY_NETWORKS: dict[str, type[nn.Module]] = {"dqn": BranchingQNetwork, "pqn": QNetwork}
+POLICY_NETWORKS: dict[str, type[nn.Module]] = {"dqn": BranchingQNetwork, "pqn": QNetwork,
+                                               "ppo": ActorCritic}
 """The network each learner kind deploys."""
 
 
@@ -44,8 +46,13 @@ def kind_of(network: nn.Module) -> str | None:
 
 
 def policy_network(kind: str, agent: AgentConfig, observation: ObservationSpec,
-                   feature_groups: dict[str, list[int]] | None) -> nn.Module:
-    """A fresh policy network of `kind` for `observation`, to load a checkpoint's weights into."""
+                   feature_groups: dict[str, list[int]] | None,
+                   ppo: PPOConfig | None = None) -> nn.Module:
+    """A fresh policy network of `kind` for `observation`, to load a checkpoint's weights into
+    (`ppo`: the run's [ppo], which says whether PPO's policy is recurrent)."""
+    if kind == "ppo":
+        return ActorCritic(observation.size, agent, ppo or PPOConfig(), observation.window,
+                           observation.pos_dim)
     if kind == "pqn":
         return QNetwork(observation.size, agent, observation.window, observation.pos_dim)
     return BranchingQNetwork(observation.size, agent, feature_groups, observation.window,
@@ -167,6 +174,6 @@ def load_policy(path: Path | str) -> PolicyCheckpoint:
         raise CheckpointError(f"{path}: a policy of kind {kind!r}, which this foxhunt cannot "
                               f"load (it knows {', '.join(POLICY_NETWORKS)}); load it with the "
                               "foxhunt version that wrote it")
-    network = policy_network(kind, spec.agent, observation, extra.get("feature_groups"))
+    network = policy_network(kind, spec.agent, observation, extra.get("feature_groups"), spec.ppo)
     load_checkpoint(path, network, payload)
     return PolicyCheckpoint(path, spec, network.eval(), observation, features, names, extra, kind)

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from foxhunt.agents.dqn.config import AgentConfig
+from foxhunt.agents.ppo.config import PPOConfig
 from foxhunt.agents.pqn.config import PQNConfig
 from foxhunt.configbase import StrictConfig, validate_config
 from foxhunt.env.config import EnvConfig
@@ -249,6 +250,7 @@ class TrainingSpec(StrictConfig):
     train: TrainConfig = TrainConfig()
     walkforward: WalkForwardConfig = WalkForwardConfig()
     pqn: PQNConfig = PQNConfig()  # read only where [agent] kind = "pqn"
+    ppo: PPOConfig = PPOConfig()  # read only where [agent] kind = "ppo"
 
     def with_overrides(self, updates: dict[str, dict[str, object]], source: str) -> TrainingSpec:
         """Sections with `updates` applied; overridden keys count as set explicitly."""

@@ -1,10 +1,10 @@
 """What happens to every piece of learning state at a walk-forward fold boundary.
 
 This registry is the one place that says it; `WalkForwardTrainer.start_fold` applies it by
-building a fresh learner (`learners.start_learner`: the DQN's `Learner` or PQN's `PQNLearner`)
-from the fold's training window and the fold's seed, and the tests check that every stateful
-attribute of either is declared here and that fold k+1 starts exactly as if fold k had never
-run.
+building a fresh learner (`learners.start_learner`: the DQN's `Learner`, PQN's `PQNLearner` or
+PPO's `PPOLearner`) from the fold's training window and the fold's seed, and the tests check
+that every stateful attribute of each is declared here and that fold k+1 starts exactly as if
+fold k had never run.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ FOLD_BOUNDARY: dict[str, Rule] = {
     "rollout": Rule(Boundary.RESET, "PQN's rollout buffer: fold k's steps, trained on once"),
     "epsilon": Rule(Boundary.REINIT, "PQN's exploration restarts at eps_start and decays over "
                     "the new fold's own rollouts"),
+    "recurrent_state": Rule(Boundary.RESET, "PPO's LSTM state: the memory of fold k's episodes"),
+    "first_state": Rule(Boundary.RESET, "PPO's LSTM state at fold k's last rollout's start"),
+    "episode_start": Rule(Boundary.RESET, "every env begins a fresh episode in the new window"),
     "batch": Rule(Boundary.RESET, "the staged next batch is drawn afresh at the start of every run "
                   "of updates, from the new fold's replay"),
     "online": Rule(Boundary.REINIT, "weights fitted on fold k have seen bars fold k+1 validates on"),

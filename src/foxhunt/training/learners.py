@@ -11,6 +11,7 @@ learner is a new pair and a line in `start_learner`.
 |---|---|---|---|
 | dqn | `learner.Learner` | `compiled.CompiledSteps` | `agents.dqn.BranchingQNetwork` |
 | pqn | `pqn.PQNLearner` | `pqn.PQNSteps` | `agents.pqn.QNetwork` |
+| ppo | `ppo.PPOLearner` | `ppo.PPOSteps` | `agents.ppo.ActorCritic` |
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from foxhunt.features.mirror import FeatureMirror
 from foxhunt.training.compiled import CompiledSteps
 from foxhunt.training.config import FoldBudget, TrainingSpec
 from foxhunt.training.learner import EpochMetrics, Learner
+from foxhunt.training.ppo import PPOLearner, PPOSteps
 from foxhunt.training.pqn import PQNLearner, PQNSteps
 from foxhunt.training.walkforward import Window
 
@@ -87,5 +89,8 @@ def start_learner(spec: TrainingSpec, market: MarketTensors, window: Window,
     if spec.agent.kind == "pqn":
         pqn = PQNLearner(spec, market, window, device, seed)
         return pqn, PQNSteps(pqn)
+    if spec.agent.kind == "ppo":
+        ppo = PPOLearner(spec, market, window, device, seed)
+        return ppo, PPOSteps(ppo)
     dqn = Learner(spec, market, window, feature_groups, device, seed, mirror)
     return dqn, CompiledSteps(dqn)

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from foxhunt.agents.pqn import QNetwork, Rollout, pqn_update
 from foxhunt.env.market import MarketTensors
@@ -87,32 +87,117 @@ class RolloutBuffer:
                        observe(self.next_bar, self.next_pos_state))
 
 
-class PQNLearner:
+class RolloutLearner:
+    """What the rollout learners (PQN here, PPO in `training.ppo`) share: the epoch's metrics
+    read once, and a resume point of Adam's state and where the fold stands. A subclass
+    collects and trains one rollout at a time (`collect`, `update`), sets its schedule before
+    each (`before_rollout`), and sums its `UPDATE_METRICS` into `update_acc` on the device."""
+
+    UPDATE_METRICS: tuple[str, ...]
+    optimizer: torch.optim.Optimizer
+
+    def __init__(self, spec: TrainingSpec, market: MarketTensors, train_window: Window,
+                 device: torch.device, seed: int, network: Callable[[TradingVecEnv], nn.Module]):
+        """The fold's generator, its envs on the training window, `network(env)` built from
+        the fold's seed, and zeroed metric sums."""
+        self.spec, self.market, self.device = spec, market, device
+        self.generator = fold_generator(device, seed)
+        self.env = TradingVecEnv(market, spec.env, n_envs=spec.train.n_envs, device=device,
+                                 generator=self.generator,
+                                 start_range=(train_window.start, train_window.stop))
+        with seeded_init(seed):
+            self.online = network(self.env).to(device)
+        self.collect_acc, self._action_ids, self._ones = collect_accumulator(
+            spec.train.n_envs, spec.agent, device)
+        self.update_acc = torch.zeros(len(self.UPDATE_METRICS), device=device,
+                                      dtype=torch.float64)
+        self.transitions = 0
+        self.rollouts = 0  # trained on so far in the fold: where its schedule stands
+
+    def rollout_steps(self) -> int:
+        raise NotImplementedError
+
+    def before_rollout(self, rollouts: int) -> None:
+        """Set what the fold's schedule says for its next rollout, of `rollouts` in all."""
+
+    def collect(self) -> None:
+        raise NotImplementedError
+
+    def update(self) -> None:
+        raise NotImplementedError
+
+    def read_metrics(self) -> EpochMetrics:
+        """The one host read per epoch; the accumulators restart from zero."""
+        a = self.spec.agent
+        n_collect = self.collect_acc.shape[1]
+        flat = torch.cat((self.collect_acc.sum(0), self.update_acc)).tolist()
+        self.collect_acc.zero_()
+        self.update_acc.zero_()
+        collect, mix = collect_summary(flat[:n_collect], a.n_branches, a.n_actions)
+        sums = dict(zip(self.UPDATE_METRICS, flat[n_collect:], strict=True))
+        steps = max(sums["updates"], 1.0)
+        update = {k: v / steps for k, v in sums.items() if k != "updates"}
+        update["updates"] = sums["updates"]
+        return EpochMetrics(collect=collect, action_mix=mix, update=update)
+
+    def resume_state(self) -> dict[str, Any]:
+        """Adam's state and where the fold stands (transitions, rollouts); the env restarts."""
+        return {"optimizer": cpu_tree(self.optimizer.state_dict()),
+                "transitions": self.transitions, "rollouts": self.rollouts}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.transitions, self.rollouts = state["transitions"], state["rollouts"]
+
+
+class RolloutSteps:
+    """Runs a `RolloutLearner`'s epochs eagerly: each of its rollouts collected, then trained on."""
+
+    compiled = False
+    captured = False
+
+    def __init__(self, learner: RolloutLearner):
+        self.learner = learner
+
+    def train_epoch(self, budget: FoldBudget, epoch: int,
+                    timer: Callable[[str], AbstractContextManager[None]]) -> None:
+        """Epoch `epoch`'s rollouts (`rollout_schedule` of the fold's budget), the learner's
+        schedule set before each from where the fold stands in it."""
+        learner = self.learner
+        schedule = rollout_schedule(budget, learner.rollout_steps())
+        for _ in range(schedule[epoch]):
+            learner.before_rollout(sum(schedule))
+            with torch.no_grad(), timer("experience"):
+                learner.collect()
+            with timer("updates"):
+                learner.update()
+
+
+class PQNLearner(RolloutLearner):
     """Built fresh for every fold (`fold_state.FOLD_BOUNDARY`); `seed` is the fold's seed."""
+
+    UPDATE_METRICS = UPDATE_METRICS
 
     def __init__(self, spec: TrainingSpec, market: MarketTensors, train_window: Window,
                  device: torch.device, seed: int):
         t, a, p = spec.train, spec.agent, spec.pqn
-        self.spec, self.market, self.device = spec, market, device
-        self.generator = fold_generator(device, seed)
-        self.env = TradingVecEnv(market, spec.env, n_envs=t.n_envs, device=device,
-                                 generator=self.generator,
-                                 start_range=(train_window.start, train_window.stop))
-        with seeded_init(seed):
-            self.online = QNetwork(self.env.obs_dim, a, spec.env.window,
-                                   self.env.pos_dim).to(device)
+        super().__init__(spec, market, train_window, device, seed,
+                         lambda env: QNetwork(env.obs_dim, a, spec.env.window, env.pos_dim))
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=p.lr)
         self.rollout = RolloutBuffer(p.rollout_steps, t.n_envs, self.env.pos_dim,
                                      a.n_branches, device)
-        self.epsilon = torch.ones((), device=device)  # set before each rollout (`PQNSteps`)
-        self.collect_acc, self._action_ids, self._ones = collect_accumulator(t.n_envs, a, device)
-        self.update_acc = torch.zeros(len(UPDATE_METRICS), device=device, dtype=torch.float64)
-        self.transitions = 0
-        self.rollouts = 0  # trained on so far in the fold: where epsilon's schedule stands
+        self.epsilon = torch.ones((), device=device)  # set before each rollout (`before_rollout`)
 
     @property
     def policy_net(self) -> QNetwork:
         return self.online
+
+    def rollout_steps(self) -> int:
+        return self.spec.pqn.rollout_steps
+
+    def before_rollout(self, rollouts: int) -> None:
+        """Epsilon from where the fold stands in its schedule of `rollouts`."""
+        self.epsilon.fill_(self.spec.pqn.epsilon(self.rollouts, rollouts))
 
     def act(self) -> tuple[Tensor, Tensor, Tensor]:
         """The env's state and the epsilon-greedy action in it: with probability epsilon an env
@@ -146,48 +231,6 @@ class PQNLearner:
         self.update_acc[-1] += out.steps
         self.rollouts += 1
 
-    def read_metrics(self) -> EpochMetrics:
-        """The one host read per epoch; the accumulators restart from zero."""
-        a = self.spec.agent
-        n_collect = self.collect_acc.shape[1]
-        flat = torch.cat((self.collect_acc.sum(0), self.update_acc)).tolist()
-        self.collect_acc.zero_()
-        self.update_acc.zero_()
-        collect, mix = collect_summary(flat[:n_collect], a.n_branches, a.n_actions)
-        sums = dict(zip(UPDATE_METRICS, flat[n_collect:], strict=True))
-        steps = max(sums["updates"], 1.0)
-        update = {k: v / steps for k, v in sums.items() if k != "updates"}
-        update["updates"] = sums["updates"]
-        return EpochMetrics(collect=collect, action_mix=mix, update=update)
 
-    def resume_state(self) -> dict[str, Any]:
-        """Adam's state and where the fold stands (transitions, rollouts); the env restarts."""
-        return {"optimizer": cpu_tree(self.optimizer.state_dict()),
-                "transitions": self.transitions, "rollouts": self.rollouts}
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.transitions, self.rollouts = state["transitions"], state["rollouts"]
-
-
-class PQNSteps:
+class PQNSteps(RolloutSteps):
     """Runs a `PQNLearner`'s epochs: each of its rollouts collected, then trained on."""
-
-    compiled = False
-    captured = False
-
-    def __init__(self, learner: PQNLearner):
-        self.learner = learner
-
-    def train_epoch(self, budget: FoldBudget, epoch: int,
-                    timer: Callable[[str], AbstractContextManager[None]]) -> None:
-        """Epoch `epoch`'s rollouts (`rollout_schedule` of the fold's budget), epsilon set
-        before each from where the fold stands in its schedule."""
-        learner, config = self.learner, self.learner.spec.pqn
-        schedule = rollout_schedule(budget, config.rollout_steps)
-        for _ in range(schedule[epoch]):
-            learner.epsilon.fill_(config.epsilon(learner.rollouts, sum(schedule)))
-            with torch.no_grad(), timer("experience"):
-                learner.collect()
-            with timer("updates"):
-                learner.update()

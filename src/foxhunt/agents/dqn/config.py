@@ -1,5 +1,6 @@
 """The `[agent]` section: which learner trains (`kind`), the network's shape, and the branching
-Rainbow / IQN agent's loss and optimiser knobs (PQN's own are `[pqn]`: agents/pqn/config.py)."""
+Rainbow / IQN agent's loss and optimiser knobs (PQN's own are `[pqn]`: agents/pqn/config.py;
+PPO's `[ppo]`: agents/ppo/config.py)."""
 
 from __future__ import annotations
 
@@ -26,17 +27,18 @@ LAYOUT_FIELDS = (
 """Fields that change the parameters or the meaning of the outputs; a checkpoint must match them."""
 
 
-Kind = Literal["dqn", "pqn"]
+Kind = Literal["dqn", "pqn", "ppo"]
 KINDS: tuple[str, ...] = get_args(Kind)
-"""The learners a run can train (docs/training.md, "Learners: dqn and pqn")."""
+"""The learners a run can train (docs/training.md, "Learners: dqn, pqn and ppo")."""
 
 
 class AgentConfig(StrictConfig):
     kind: Kind = Field(
         default="dqn",
         description="the learner: 'dqn' (branching Rainbow: replay, target network, C51 or IQN) "
-        "or 'pqn' (parallel Q(lambda): no replay, no target network; its knobs are [pqn]); "
-        "both use hidden, trunk_layers, dueling and branches",
+        "'pqn' (parallel Q(lambda): no replay, no target network; its knobs are [pqn]) or "
+        "'ppo' (on-policy actor-critic, GAE, clipped surrogate, MLP or LSTM; its knobs are "
+        "[ppo]); all use hidden, trunk_layers and branches (the Q-learners dueling too)",
     )
     hidden: int = Field(default=256, gt=0, description="trunk and head width; unset: the profile's")
     trunk_layers: int = Field(default=2, ge=1)

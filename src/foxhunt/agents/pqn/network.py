@@ -20,18 +20,23 @@ LAYOUT_FIELDS = ("hidden", "trunk_layers", "dueling", "branches")
 """The `[agent]` fields that shape the network; a checkpoint must match them."""
 
 
+def layernorm_trunk(obs_dim: int, config: AgentConfig) -> nn.Sequential:
+    """`trunk_layers` x (Linear to `hidden`, LayerNorm, ReLU): obs [B, obs_dim] -> [B, hidden]."""
+    layers: list[nn.Module] = []
+    width = obs_dim
+    for _ in range(config.trunk_layers):
+        layers += [nn.Linear(width, config.hidden), nn.LayerNorm(config.hidden), nn.ReLU()]
+        width = config.hidden
+    return nn.Sequential(*layers)
+
+
 class QNetwork(nn.Module):
     """obs [B, obs_dim] -> Q [B, branches, actions]."""
 
     def __init__(self, obs_dim: int, config: AgentConfig, window: int = 1, pos_dim: int = 0):
         super().__init__()
         self.config, self.obs_dim, self.window, self.pos_dim = config, obs_dim, window, pos_dim
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for _ in range(config.trunk_layers):
-            layers += [nn.Linear(width, config.hidden), nn.LayerNorm(config.hidden), nn.ReLU()]
-            width = config.hidden
-        self.trunk = nn.Sequential(*layers)
+        self.trunk = layernorm_trunk(obs_dim, config)
         self.heads = DuelingBranches(config.hidden, config.hidden, config.branches, 1,
                                      config.dueling, noisy=False, sigma0=0.0)
 
