@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -70,7 +70,9 @@ these: so many marks held, or so long since the last append. A crash loses only 
 the bars after the log's last one are run again on resume, marking them again."""
 STOP_TAG = "stop"
 FLATTEN_TAG = "flatten"
-_KIND = {"P": MARKET, "K": MARKET, "S": STOP, "F": CLOSE}
+ROLL = "roll"
+"""The kind of a roll leg's fill (client order id R-<from>-<to>-out|in: `execution.roller`)."""
+_KIND = {"P": MARKET, "K": MARKET, "S": STOP, "F": CLOSE, "R": ROLL}
 _RANK = {MARKET: 0, STOP: 1, CLOSE: 2}
 
 
@@ -83,10 +85,11 @@ class PaperFill:
     bar: int
     ts_ns: int
     client_order_id: str
-    kind: str  # market, stop, close
+    kind: str  # market, stop, close, roll
     quantity: int  # signed
     price: Decimal
     commission: Decimal
+    symbol: str = ""  # the contract it filled in
 
 
 @dataclass
@@ -102,6 +105,7 @@ class PaperResult:
     denied: int
     resumed_from: int | None
     reconciled: dict[str, int] = field(default_factory=dict)
+    rolls: list[str] | None = None  # a run over a continuous series: each roll's line
 
     @property
     def pnl(self) -> Decimal:
@@ -114,6 +118,7 @@ class PaperResult:
             "pnl": money_text(self.pnl), "position": self.position, "fills": len(self.fills),
             "orders": self.orders, "denied": self.denied, "resumed_from": self.resumed_from,
             "reconciled": self.reconciled,
+            **({} if self.rolls is None else {"rolls": self.rolls}),
         }  # fmt: skip
 
 
@@ -127,14 +132,16 @@ def _sign(x: float) -> int:
     return (x > 0) - (x < 0)
 
 
-def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str, *,
+def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str | Collection[str], *,
               on_fill: Callable[[OrderFilled], None] | None = None) -> dict[str, int]:
     """Make the log and the venue agree after a restart, or refuse (`ReconciliationError`).
 
     Every report the venue ever sent is offered to the OMS (those in the log are recognised by
     event id, the others, a crash's lost fills, are applied); orders the log sent that the
     venue never took are sent; cancels and updates it never answered are sent again. Then the
-    working orders and the position must be the same on both sides."""
+    working orders and the position of each symbol (one, or a root's contract months) must be
+    the same on both sides."""
+    symbols = (symbol,) if isinstance(symbol, str) else tuple(symbol)
     counts = {"reports_applied": 0, "orders_sent": 0, "requests_sent": 0}
 
     def deliver(report) -> bool:
@@ -145,7 +152,7 @@ def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str, *,
 
     for report in list(venue.history):
         counts["reports_applied"] += deliver(report)
-    for order in engine.book.working(symbol):
+    for order in [o for o in engine.book.working() if o.symbol in symbols]:
         if order.client_order_id not in venue.known:
             engine._call_venue("submit", order)
             counts["orders_sent"] += 1
@@ -158,16 +165,17 @@ def reconcile(engine: TradingEngine, venue: SimulatedVenue, symbol: str, *,
             engine._call_venue("modify", order, None, None, _asked_stop(engine, order))
     for report in venue.reports():
         deliver(report)
-    working = {o.client_order_id for o in engine.book.working(symbol)}
+    working = {o.client_order_id for o in engine.book.working() if o.symbol in symbols}
     if working != set(venue.working):
         raise ReconciliationError(
             f"working orders differ after reconciliation: the log has {sorted(working)}, "
             f"the venue {sorted(venue.working)}; refusing to trade")
-    pos, theirs = engine.account.position(symbol), venue.positions.get(symbol, 0)
-    if pos != theirs:
-        raise ReconciliationError(
-            f"{symbol} position differs after reconciliation: the log has {pos:+d}, "
-            f"the venue {theirs:+d}; refusing to trade")
+    for sym in symbols:
+        pos, theirs = engine.account.position(sym), venue.positions.get(sym, 0)
+        if pos != theirs:
+            raise ReconciliationError(
+                f"{sym} position differs after reconciliation: the log has {pos:+d}, "
+                f"the venue {theirs:+d}; refusing to trade")
     return counts
 
 
@@ -231,7 +239,9 @@ class BarSteps(ABC):
         c = self._closes[t]
         if got:
             bar = self._opens[t], self._highs[t], self._lows[t], c
-            for cid, qty in sorted(got, key=lambda f: _RANK[_KIND[f[0][0]]]):
+            # a roll's legs net to nothing in the env's book, which holds the root
+            mine = [f for f in got if _KIND[f[0][0]] != ROLL]
+            for cid, qty in sorted(mine, key=lambda f: _RANK[_KIND[f[0][0]]]):
                 self.mirror.fill(_KIND[cid[0]], float(qty), *bar)
         self.mirror.close_bar(c, self._atr[t])
 
@@ -273,9 +283,7 @@ class BarSteps(ABC):
         position the stop already covers (exits always pass risk; a covered one would not)."""
         eng, sym = self.engine, self.symbol
         assert eng is not None
-        pos = eng.account.position(sym)
-        pending = sum(o.signed_leaves for o in eng.book.working(sym)
-                      if o.order_type is OrderType.MARKET)
+        pos, pending = self._held()
         delta = int(decision.target) - pos - pending
         self._cancel_stops_but(ts, self._stop_size(decision, pos + pending + delta))
         planned = pos + pending
@@ -288,6 +296,13 @@ class BarSteps(ABC):
                 planned += order.quantity * order.side.sign
         self._place_stop(t, ts, decision, self._stop_size(decision, planned))
         self._deliver()
+
+    def _held(self) -> tuple[int, int]:
+        """(the position, the working market orders' signed contracts) a decision trades from."""
+        eng, sym = self.engine, self.symbol
+        assert eng is not None
+        return eng.account.position(sym), sum(o.signed_leaves for o in eng.book.working(sym)
+                                              if o.order_type is OrderType.MARKET)
 
     @staticmethod
     def _stop_size(decision, planned: int) -> tuple[Side, int] | None:
@@ -374,7 +389,8 @@ class PaperTrader(BarSteps):
         self.risk = risk or RiskConfig()
         self.account, self.starting_cash = account, Decimal(starting_cash)
         self.speed, self.progress, self.sleep = speed, progress, sleep
-        self.first = self.validate(bars, self.contract, decider, window, self.risk)
+        self.first = self.validate(bars, self.contract, decider, window, self.risk,
+                                   self.traded_contracts())
         self.lo, self.hi = window
         self.steps = self.hi - 1 - self.first
         if isinstance(decider, AgentDecider):
@@ -400,10 +416,12 @@ class PaperTrader(BarSteps):
 
     @staticmethod
     def validate(bars: Bars, contract: Contract, decider: RuleDecider | AgentDecider,
-                 window: tuple[int, int], risk: RiskConfig | None = None) -> int:  # fmt: skip
-        """Check a run's inputs before anything is opened or written; its first decision bar."""
+                 window: tuple[int, int], risk: RiskConfig | None = None,
+                 contracts: Mapping[str, Contract] | None = None) -> int:  # fmt: skip
+        """Check a run's inputs before anything is opened or written; its first decision bar.
+        `contracts`: all the run may hold (default: `contract` alone)."""
         if risk is not None:
-            Limits(risk, {contract.symbol: contract})
+            Limits(risk, contracts or {contract.symbol: contract})
         lo, hi = window
         if not 0 <= lo < hi <= len(bars):
             raise ConfigError(f"paper window [{lo}, {hi}) must lie inside the {len(bars)} bars")
@@ -417,15 +435,16 @@ class PaperTrader(BarSteps):
 
     def _open(self) -> tuple[int, dict[str, int]]:
         """Fold the log, reconcile with the venue; the first bar to run live."""
+        traded = self.traded_contracts()
         self.engine = TradingEngine.open(
-            self.store, {self.symbol: self.contract}, self.risk, account=self.account,
+            self.store, traded, self.risk, account=self.account,
             currency=self.contract.currency, starting_cash=self.starting_cash,
             ts_ns=int(self.bars.ts[self.lo]), venue=self.venue)  # fmt: skip
         last_mark = None
         for _, event in self.store.read():
             if isinstance(event, OrderFilled):
                 self._note_fill(event)
-            elif isinstance(event, PriceMarked) and event.symbol == self.symbol:
+            elif isinstance(event, PriceMarked) and event.symbol in traded:
                 last_mark = event.ts_ns
         counts = self._reconcile()
         # the last bar the run reached: its mark, or the fills of the next bar when the run
@@ -440,12 +459,17 @@ class PaperTrader(BarSteps):
                 "with the same symbol, bars and --from/--to")
         return t, counts
 
+    def traded_contracts(self) -> dict[str, Contract]:
+        """The contracts this run may hold (the engine's and the venue's)."""
+        return {self.symbol: self.contract}
+
     def _after_operator(self) -> None:
         self._reconcile()
 
     def _reconcile(self) -> dict[str, int]:
         assert self.engine is not None
-        return reconcile(self.engine, self.venue, self.symbol, on_fill=self._note_fill)
+        return reconcile(self.engine, self.venue, list(self.traded_contracts()),
+                         on_fill=self._note_fill)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -475,30 +499,42 @@ class PaperTrader(BarSteps):
         self.venue.on_close(self.symbol, ts, close)
         self._deliver()
 
+    def _bar_close(self, t: int) -> float:
+        """Bar t's close as the venue and the marks see it."""
+        return self._closes[t]
+
     def _replay_bar(self, t: int) -> None:
         if t > self.first:
             self._bar_fills(t)
         if self.first <= t <= self.hi - 2:
             self._decide(t)
 
+    def _meet_bar(self, t: int, ts: int) -> None:
+        """The venue meets bar t of the traded symbol; its reports go to the OMS."""
+        self.venue.on_bar(self.symbol, ts, self._opens[t], self._highs[t], self._lows[t])
+        self._deliver()
+
+    def _before_decision(self, t: int, ts: int) -> None:
+        """What comes between bar t's mark and its decision (a roll, in `paper.rolling`)."""
+
     def _live_bar(self, t: int) -> None:
-        eng, sym = self.engine, self.symbol
+        eng = self.engine
         assert eng is not None
         ts = self._ts[t]
-        close = self._closes[t]
+        close = self._bar_close(t)
         if t > self.first:
-            self.venue.on_bar(sym, ts, self._opens[t], self._highs[t], self._lows[t])
-            self._deliver()
+            self._meet_bar(t, ts)
             last = t == self.hi - 1
             if last or (self.env.flatten_at_session_end and self._session_end[t]):
                 self._flatten_at_close(t, ts, close)
             if last:  # no price comes after this close: later market orders fill at it
-                self.venue.end_feed(sym, ts, close)
+                self.venue.end_feed(self.symbol, ts, close)
                 self._deliver()
-        eng.mark(sym, close, ts, defer=True)
+        eng.mark(self.symbol, close, ts, defer=True)
         if t > self.first:
             self._bar_fills(t)
         if self.first <= t <= self.hi - 2:
+            self._before_decision(t, ts)
             self._act(t, ts, self._decide(t))
         if eng.deferred >= FLUSH_MARKS or time.monotonic() - self._flushed >= FLUSH_SECONDS:
             self._flush()
@@ -511,7 +547,10 @@ class PaperTrader(BarSteps):
         slippage against the reference price). A position the run left open (a run stopped
         before its window's end) is no round trip: its fills are left out, and
         `result.position` says what is open."""
-        fills = [f for f in result.fills if f.bar >= 0]
+        return self._trades_of([f for f in result.fills if f.bar >= 0])
+
+    def _trades_of(self, fills: list[PaperFill]) -> Trades:
+        """`trades` of the fills of one contract, in the log's order."""
         held, closed = 0, 0
         for i, f in enumerate(fills, start=1):
             held += f.quantity
@@ -524,7 +563,7 @@ class PaperTrader(BarSteps):
 
         def reason(f: PaperFill) -> int:
             if f.kind != CLOSE:
-                return EXIT_REASONS.index("signal" if f.kind == MARKET else "stop")
+                return EXIT_REASONS.index("stop" if f.kind == STOP else "signal")
             return EXIT_REASONS.index("end" if f.bar == final and not session else "session")
 
         return extract_trades(
@@ -550,7 +589,7 @@ class PaperTrader(BarSteps):
                 t if t < len(ts) and ts[t] == event.ts_ns else -1, event.ts_ns,
                 event.client_order_id, _KIND.get(event.client_order_id[0], MARKET),
                 event.signed_quantity, self.contract.price(event.price_ticks),
-                event.commission))  # fmt: skip
+                event.commission, event.symbol))  # fmt: skip
         for order in eng.book:
             orders += 1
             denied += order.status is OrderStatus.DENIED
