@@ -195,10 +195,12 @@ def paper(
         telemetry.configure("foxhunt-paper", join_parent_trace=False)
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from foxhunt.cli.data import open_store
     from foxhunt.cli.evaluate import _window, load_series
     from foxhunt.execution.sim import SimulatedVenue, rebuild_journal
     from foxhunt.orders.contract import Contract
     from foxhunt.paper import PaperTrader, ReconciliationError, load_agent, load_rule
+    from foxhunt.paper.rolling import RollingPaperTrader, stored_plan
     from foxhunt.risk.config import RiskConfig, load_risk_config
 
     chosen = [x for x in (run, checkpoint, strategy) if x]
@@ -219,10 +221,14 @@ def paper(
         loaded = load_agent(path, instrument, features)
     env, policy = policy_env(ctx, loaded, strategy, files, path if strategy is None else None)
     contract = Contract.from_instrument(instrument)
-    PaperTrader.validate(frame, contract, loaded.decider, window, limits)
+    with open_store(ctx) as market:  # a continuous series: held in its months, rolled
+        plan = stored_plan(market, instrument, bars, frame)
+    traded = {symbol: contract} if plan is None else plan.contracts(contract)
+    PaperTrader.validate(frame, contract, loaded.decider, window, limits, traded)
     meta = {"symbol": symbol, "bars": bars, "policy": policy, "window": list(window),
             "log": files.log, "slippage_ticks": env.slippage_ticks,
-            "risk": limits.model_dump(mode="json")}
+            "risk": limits.model_dump(mode="json"),
+            **({} if plan is None else {"contracts": list(plan.months)})}
     if rebuild_venue and not resume:
         raise FoxhuntError("--rebuild-venue rebuilds a run's venue journal: use it with --resume")
     with files.hold() as created_lock:
@@ -230,10 +236,10 @@ def paper(
         store = started.store
         try:
             if rebuild_venue:
-                kept = rebuild_journal(files.journal, store, {symbol: contract})
+                kept = rebuild_journal(files.journal, store, traded)
                 err.print(f"venue journal {files.journal} rebuilt from the log"
                           + (f"; the old one is {kept}" if kept is not None else ""))
-            venue = SimulatedVenue({symbol: contract}, env.slippage_ticks, journal=files.journal)
+            venue = SimulatedVenue(traded, env.slippage_ticks, journal=files.journal)
         except BaseException:
             store.close()
             raise
@@ -248,9 +254,10 @@ def paper(
                 if done % 256 == 0 or done == total:
                     bar_ui.update(task, completed=done)
 
-        trader = PaperTrader(frame, instrument, loaded.decider, window, store=store, venue=venue,
-                             env=env, risk=limits, account=account, speed=factor,
-                             progress=progress)  # fmt: skip
+        rolling = {} if plan is None else {"plan": plan}
+        trader = (PaperTrader if plan is None else RollingPaperTrader)(
+            frame, instrument, loaded.decider, window, store=store, venue=venue, env=env,
+            risk=limits, account=account, speed=factor, progress=progress, **rolling)
         try:
             if bar_ui is not None:
                 with bar_ui:
@@ -279,6 +286,8 @@ def paper(
         out.print(f"position {result.position:+d} left open: trading is "
                   f"{trader.engine.trading_state} ({trader.engine.risk.state.reason}); "
                   "its fills are in no trade")
+    for line in result.rolls or []:
+        out.print(line, markup=False)
     if result.resumed_from is not None:
         out.print(f"resumed at bar {result.resumed_from}; reconciled: {result.reconciled}")
     out.print(f"log: {_shown(url)}")
@@ -335,9 +344,12 @@ def positions(ctx: typer.Context, account: AccountOpt = "paper", log: LogOpt = N
     if as_json:
         emit_json("positions", doc)
         return
-    out.print(rich_table(f"positions of {account}", ["symbol", "position", "mark", "unrealised"],
-                         [[r["symbol"], f"{r['position']:+d}", r["mark"], r["unrealised"]]
-                          for r in rows]))
+    out.print(rich_table(f"positions of {account}",
+                         ["root", "contract", "position", "mark", "unrealised", "realised"],
+                         [[r["root"], r["contract"] or "—", f"{r['position']:+d}", r["mark"],
+                           r["unrealised"], r["realised"]] for r in rows]))
+    for line in doc.get("rolls") or []:
+        out.print(line, markup=False)
     out.print(f"balance {acct.balance:,.2f} {acct.currency}, equity {acct.equity():,.2f}, "
               f"realised {acct.realised:+,.2f}, commissions {acct.commissions:,.2f}")
 

@@ -65,6 +65,8 @@ class OrdersDoc(_Doc):
 
 class PositionRow(_Doc):
     symbol: str
+    root: str  # the instrument (a future's root: ES for ESM24)
+    contract: str | None  # the contract month held (ESM24), None for the instrument itself
     position: int
     mark: str | None
     unrealised: str
@@ -82,6 +84,7 @@ class PositionsDoc(_Doc):
     realised: str
     commissions: str
     positions: list[PositionRow]
+    rolls: list[str]  # each roll of a held position that is open or failed, in one line
 
 
 class RiskDoc(_Doc):
@@ -151,6 +154,18 @@ def risk_of(files):
         raise ConfigError(describe_validation_error(exc, f"{files.meta} risk")) from None
 
 
+def account_contracts(files, contracts: Mapping[str, Any]) -> dict[str, Any]:
+    """The instruments' contracts, and the contract months the account's run holds (a paper
+    run over a continuous series names them in its arguments file)."""
+    meta = files.read_meta() or {}
+    root, months = meta.get("symbol"), meta.get("contracts") or []
+    if not months or root not in contracts:
+        return dict(contracts)
+    from foxhunt.paper.rolling import month_contracts
+
+    return {**contracts, **month_contracts(contracts[root], months)}
+
+
 def open_account(home: Path, account: str, log: str | None, contracts: Mapping[str, Any]):
     """The account's engine folded from its log, with no venue attached: (engine, the log's
     URL without its password). The caller closes `engine.store`."""
@@ -161,10 +176,11 @@ def open_account(home: Path, account: str, log: str | None, contracts: Mapping[s
     if file is not None and not file.exists():
         raise FoxhuntError(f"account {account!r} has no event log ({url}); start one with "
                            "`foxhunt paper ... --account NAME`")
-    risk = risk_of(account_files(home, account, log))
+    files = account_files(home, account, log)
+    risk = risk_of(files)
     store = SqlEventStore(url)
     try:
-        engine = TradingEngine(store, dict(contracts), risk)
+        engine = TradingEngine(store, account_contracts(files, contracts), risk)
     except BaseException:
         store.close()
         raise
@@ -205,23 +221,41 @@ def orders_doc(engine, account: str, url: str, status: str = "all", last: int = 
     return OrdersDoc(account=account, log=url, orders=rows[-last:] if last else rows)
 
 
+def _root_month(symbol: str, instruments: Mapping[str, Any]) -> tuple[str, tuple[int, int] | None]:
+    """(root, (year, month)) of a contract month of a known root; (symbol, None) otherwise."""
+    from foxhunt.data.contracts import parse_symbol
+    from foxhunt.errors import DataError
+
+    try:
+        root, year, month = parse_symbol(symbol, 2000)
+    except DataError:
+        return symbol, None
+    return (root, (year, month)) if root in instruments and root != symbol else (symbol, None)
+
+
 def positions_doc(engine, account: str, url: str) -> PositionsDoc:
+    """Each position by root and contract month (a month held before a roll stays listed,
+    with what it realised), and the account's rolls that did not complete."""
     from foxhunt.orders.contract import money_text
 
     acct = engine.account
     rows = []
-    for sym, pos in sorted(acct.positions.items()):
+    keyed = {sym: _root_month(sym, acct.contracts) for sym in acct.positions}
+    for sym in sorted(keyed, key=lambda s: (keyed[s][0], keyed[s][1] or (0, 0), s)):
+        pos, (root, month) = acct.positions[sym], keyed[sym]
         c = acct.contracts[sym]
         mark = acct.marks.get(sym)
         rows.append(PositionRow(
-            symbol=sym, position=pos.quantity,
+            symbol=sym, root=root, contract=sym if month else None, position=pos.quantity,
             mark=str(c.price(mark)) if mark is not None else None,
             unrealised=money_text(acct.unrealised(sym) if pos.quantity else Decimal(0)),
             realised=money_text(c.money(pos.realised_ticks))))
+    rolls = [r.line() for r in engine.rolls if str(r.status) != "COMPLETED"]  # open, failed
     return PositionsDoc(account=account, log=url, currency=acct.currency,
                         balance=money_text(acct.balance), equity=money_text(acct.equity()),
                         realised=money_text(acct.realised),
-                        commissions=money_text(acct.commissions), positions=rows)
+                        commissions=money_text(acct.commissions), positions=rows,
+                        rolls=rolls)
 
 
 def risk_doc(engine, account: str, url: str, **extra: Any) -> RiskDoc:
@@ -314,11 +348,12 @@ def kill(home: Path, engine, account: str, log: str | None, ts: int, reason: str
     try:
         with files.hold():
             symbol = meta["symbol"]
-            venue = SimulatedVenue({symbol: engine.contracts[symbol]},
+            held = [symbol, *(meta.get("contracts") or [])]  # and the months of a rolling run
+            venue = SimulatedVenue({s: engine.contracts[s] for s in held},
                                    float(meta.get("slippage_ticks", 1.0)), journal=files.journal)
             try:
                 engine.venue = venue
-                reconcile(engine, venue, symbol)
+                reconcile(engine, venue, held)
                 sent = engine.kill(ts, reason)
                 for report in venue.reports():
                     engine.on_report(report)
@@ -329,10 +364,10 @@ def kill(home: Path, engine, account: str, log: str | None, ts: int, reason: str
         sent = engine.kill(ts, reason)
         return (f"flatten orders {', '.join(o.client_order_id for o in sent) or 'none'} logged; "
                 "the running trader sends them at its next bar")
-    position = engine.account.position(symbol)
     ids = ", ".join(o.client_order_id for o in sent) or "none"
-    if position:
-        return (f"flatten orders {ids} are at the venue; position {position:+d} {symbol} closes "
+    open_ = [f"{engine.account.position(s):+d} {s}" for s in held if engine.account.position(s)]
+    if open_:
+        return (f"flatten orders {ids} are at the venue; position {', '.join(open_)} closes "
                 "at the next bar when the paper run resumes (--resume)")
     return f"flatten orders {ids} sent; {symbol} is flat"
 
@@ -345,7 +380,7 @@ def equity_curve(home: Path, account: str, log: str | None, contracts: Mapping[s
     from foxhunt.portfolio.account import Account
     from foxhunt.portfolio.events import PriceMarked
 
-    acct = Account(dict(contracts))
+    acct = Account(account_contracts(account_files(home, account, log), contracts))
     ts: list[int] = []
     equity: list[float] = []
     store = SqlEventStore(log_url(home, account, log))

@@ -25,7 +25,7 @@ refuses them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +37,7 @@ from foxhunt.data.continuous import (
     RollRule,
     build_continuous,
     fingerprint,
+    stored_contract_series,
 )
 from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument
@@ -47,6 +48,11 @@ from foxhunt.execution.rolls import ROLL_TAG
 from foxhunt.orders.contract import Contract
 from foxhunt.orders.enums import OrderType
 from foxhunt.paper.runner import PaperFill, PaperResult, PaperTrader, _column
+
+
+def month_contracts(root: Contract, months: Iterable[str]) -> dict[str, Contract]:
+    """Each contract month's `Contract`: the root's tick, point value and commission."""
+    return {m: dataclasses.replace(root, symbol=m) for m in months}
 
 
 @dataclass(frozen=True)
@@ -74,8 +80,7 @@ class RollPlan:
 
     def contracts(self, root: Contract) -> dict[str, Contract]:
         """The root's contract and each month's (the root's tick, point value and commission)."""
-        return {root.symbol: root,
-                **{m: dataclasses.replace(root, symbol=m) for m in self.months}}
+        return {root.symbol: root, **month_contracts(root, self.months)}
 
     def bar_of(self, symbol: str, ts: int) -> tuple[float, float, float, float] | None:
         """The month's own bar closing at `ts` (open, high, low, close), or None."""
@@ -93,13 +98,19 @@ class RollPlan:
         return None if i < 0 else float(bars.close[i])
 
 
-def stored_plan(frame: Bars, derivation: dict, months: list[ContractSeries],
-                instrument: Instrument) -> RollPlan:
-    """The plan of a stored continuous series (`frame`, with its `derivation` from the store),
-    rebuilt from the stored contract months by the same rule; refused in one line when the
-    months are no longer the ones it was built from."""
+def stored_plan(store, instrument: Instrument, spec: str, frame: Bars) -> RollPlan | None:
+    """The plan of the continuous series stored as `instrument` in bar spec `spec` (`frame`,
+    its bars), rebuilt from the stored contract months by its own rule; None when that series
+    is no continuous series. Refused in one line when the months are no longer the ones it was
+    built from."""
     root = instrument.symbol
-    if fingerprint(months) != derivation.get("fingerprint"):
+    derivation = store.continuous(root, spec)
+    if derivation is None:
+        return None
+    _, stored, _ = stored_contract_series(store, root, derivation["bars"])
+    used = [c["symbol"] for c in derivation["contracts"]]
+    months = [s for s in stored if s.symbol in used]
+    if [s.symbol for s in months] != used or fingerprint(months) != derivation["fingerprint"]:
         raise ConfigError(f"{root}: the contract months stored now are not the ones its "
                           f"continuous series was built from; rebuild it (foxhunt data "
                           f"continuous {root}) before paper trading it")
