@@ -24,6 +24,7 @@ from foxhunt.data.continuous import RollRule, build_continuous
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.env import EnvConfig
 from foxhunt.execution import SqlEventStore, TradingEngine
+from foxhunt.execution import venue as v
 from foxhunt.execution.rolls import RollCompleted, RollStarted
 from foxhunt.execution.sim import SimulatedVenue
 from foxhunt.orders import Contract, OrderFilled, OrderInitialized
@@ -52,11 +53,11 @@ def months_of(market) -> dict[str, Contract]:
 
 
 def trader(market, url: str = "sqlite://", journal: Path | None = None,
-           risk=OPEN_LIMITS) -> RollingPaperTrader:
+           risk=OPEN_LIMITS, stop: int | None = None) -> RollingPaperTrader:
     series, plan = market
     venue = SimulatedVenue(months_of(market), EnvConfig().slippage_ticks, journal=journal)
     return RollingPaperTrader(series.bars, ES, RuleDecider(BuyAndHold(), series.bars),
-                              (0, len(series.bars)), store=SqlEventStore(url), venue=venue,
+                              (0, stop or len(series.bars)), store=SqlEventStore(url), venue=venue,
                               env=EnvConfig(), risk=risk, starting_cash=Decimal(100_000),
                               plan=plan)
 
@@ -209,3 +210,30 @@ def test_a_restart_that_cannot_complete_the_roll_reports_it_in_one_line(market, 
                    for e in events)
     held = [restarted.engine.account.position(s) for s in ("ESH24", "ESM24", "ESU24", "ESZ24")]
     assert all(abs(q) <= 3 for q in held) and held[0] == 0
+
+
+def test_a_venue_that_rejects_the_out_leg_fails_the_roll_and_the_old_month_is_held_then_flattened(
+        market, monkeypatch):
+    """The old month stays held (marked at its own closes, the policy sees its position), and
+    the window's last bar, 2024-03-14, flattens it at its close."""
+    take = SimulatedVenue.submit
+
+    def reject_out_legs(self, order):
+        if order.client_order_id.endswith("-out"):
+            self.known.add(order.client_order_id)
+            self._report(v.Rejected(client_order_id=order.client_order_id, ts_ns=order.ts_last,
+                                    reason="contract halted"))
+            return None
+        return take(self, order)
+
+    monkeypatch.setattr(SimulatedVenue, "submit", reject_out_legs)
+    paper = trader(market, stop=53)
+    got = paper.run()
+    assert got.rolls == [(f"roll {FIRST}: +3 ESH24 -> ESM24 FAILED: out leg {FIRST}-out "
+                          "REJECTED with nothing closed (contract halted); ESH24 holds +3, "
+                          "ESM24 +0")]
+    held = [(f.symbol, f.client_order_id, f.quantity, f.price) for f in got.fills]
+    assert held == [("ESH24", "P0", 3, Decimal("5000.50")),  # no order in ESM24
+                    ("ESH24", "F52-ESH24", -3, Decimal("5014.00"))]  # 03-14's close less a tick
+    acct = paper.engine.account
+    assert acct.position("ESH24") == acct.position("ESM24") == 0

@@ -46,8 +46,9 @@ from foxhunt.errors import ConfigError
 from foxhunt.execution.roller import Roller, ScheduledRoll
 from foxhunt.execution.rolls import ROLL_TAG
 from foxhunt.orders.contract import Contract
-from foxhunt.orders.enums import OrderType
-from foxhunt.paper.runner import PaperFill, PaperResult, PaperTrader, _column
+from foxhunt.orders.enums import OrderType, Side, TimeInForce
+from foxhunt.orders.order import OrderRequest
+from foxhunt.paper.runner import FLATTEN_TAG, PaperFill, PaperResult, PaperTrader, _column
 
 
 def month_contracts(root: Contract, months: Iterable[str]) -> dict[str, Contract]:
@@ -172,7 +173,8 @@ class RollingPaperTrader(PaperTrader):
 
     def _meet_bar(self, t: int, ts: int) -> None:
         """The other months with working orders (a roll's out leg) meet their own bar first,
-        then the traded contract; the roller moves on after each."""
+        then the traded contract; the roller moves on after each. A month still held besides
+        the traded one (what a failed roll left) is marked at its own close."""
         eng = self.engine
         assert eng is not None
         for sym in sorted({o.symbol for o in eng.book.working()} - {self.symbol}):
@@ -185,6 +187,27 @@ class RollingPaperTrader(PaperTrader):
                           self._raw_low[t])
         self._deliver()
         self._advance(ts)
+        for sym in self.plan.months:
+            bar = self.plan.bar_of(sym, ts)
+            if sym != self.symbol and bar is not None and eng.account.position(sym):
+                eng.mark(sym, bar[3], ts, defer=True)
+
+    def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
+        """The traded month flattens at its close; so does any other month still held (what
+        a failed roll left there), at its own close where it has a bar."""
+        super()._flatten_at_close(t, ts, close)
+        eng = self.engine
+        assert eng is not None
+        for sym in self.plan.months:
+            pos, bar = eng.account.position(sym), self.plan.bar_of(sym, ts)
+            if sym == self.symbol or not pos or bar is None:
+                continue
+            eng.submit(OrderRequest(sym, Side.of(-pos), abs(pos), time_in_force=TimeInForce.ATC,
+                                    reduce_only=True, client_order_id=f"F{t}-{sym}",
+                                    tag=FLATTEN_TAG), ts)
+            self._deliver()
+            self.venue.on_close(sym, ts, bar[3])
+            self._deliver()
 
     def _before_decision(self, t: int, ts: int) -> None:
         """At the close before a roll bar: start the roll (the new month marked at its last

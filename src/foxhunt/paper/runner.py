@@ -239,10 +239,13 @@ class BarSteps(ABC):
         c = self._closes[t]
         if got:
             bar = self._opens[t], self._highs[t], self._lows[t], c
-            # a roll's legs net to nothing in the env's book, which holds the root
-            mine = [f for f in got if _KIND[f[0][0]] != ROLL]
-            for cid, qty in sorted(mine, key=lambda f: _RANK[_KIND[f[0][0]]]):
-                self.mirror.fill(_KIND[cid[0]], float(qty), *bar)
+            # the env's book holds the root: a roll's legs are one market fill of their net,
+            # nothing at all when both filled in full in this bar
+            kinds = [(_KIND[cid[0]], qty) for cid, qty in got]
+            rolled = sum(qty for kind, qty in kinds if kind == ROLL)
+            kinds = [k for k in kinds if k[0] != ROLL] + ([(MARKET, rolled)] if rolled else [])
+            for kind, qty in sorted(kinds, key=lambda k: _RANK[k[0]]):
+                self.mirror.fill(kind, float(qty), *bar)
         self.mirror.close_bar(c, self._atr[t])
 
     def _decide(self, t: int):
