@@ -96,6 +96,18 @@ def test_replayed_graphs_draw_fresh_noise_every_step(tmp_path):
     assert not torch.equal(acting[0], acting[1]) and not torch.equal(acting[1], acting[2])
 
 
+def test_compile_updates_compiles_an_updates_steps_only(tmp_path):
+    """compile = 'updates' (what 'auto' picks for a long run): the update's steps compiled,
+    collect graphed but uncompiled; the run still counts as compiled (nothing fell back)."""
+    lr = learner(tmp_path, graphs=True, compile="updates")
+    lr.run_collect(2 * lr.fast.collect_block)
+    lr.run_updates(2 * lr.fast.update_block)
+    torch.cuda.synchronize()
+    collect = set(Learner.COLLECT_STEPS)
+    assert {n for n in Learner.STEPS if getattr(lr, n).compiled} == set(Learner.STEPS) - collect
+    assert lr.compiled and lr.captured
+
+
 def test_compiled_loss_equals_the_plain_one(tmp_path):
     """Same replay, same seed: the compiled pieces of an update (random ops as in eager, side
     streams as in training) give the same sample, noise and loss as the uncompiled code, and the

@@ -29,8 +29,10 @@ class CompiledSteps:
         self.learner = learner
         fast = self.fast = learner.fast
         for name in Learner.STEPS:
-            setattr(self, name, CompiledStep(getattr(learner, name), fast.compile or bool(compiler),
+            wanted = fast.compile_collect if name in Learner.COLLECT_STEPS else fast.compile
+            setattr(self, name, CompiledStep(getattr(learner, name), wanted or bool(compiler),
                                              name, compiler, INDUCTOR_OPTIONS))
+        self._compiling = tuple(n for n in Learner.STEPS if getattr(self, n).compiled)
         self.backward = learner.backward
         self.act_noise = fast.captured(self.draw_act_noise)
         self.collect = fast.captured(lambda: fast.collect(self, 1))
@@ -45,8 +47,9 @@ class CompiledSteps:
 
     @property
     def compiled(self) -> bool:
-        """Whether every step runs compiled (False after a fall-back to eager)."""
-        return all(getattr(self, name).compiled for name in Learner.STEPS)
+        """Whether the steps meant to compile run compiled (False after a fall-back to eager,
+        and where none was meant to)."""
+        return bool(self._compiling) and all(getattr(self, n).compiled for n in self._compiling)
 
     @property
     def captured(self) -> bool:

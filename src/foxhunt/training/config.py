@@ -53,12 +53,14 @@ class PerformanceConfig(StrictConfig):
     math runs. The CPU runs them eagerly in float32, reproducibly from the seed, and ignores this
     section (docs/training.md, "Performance settings")."""
 
-    compile: bool | Literal["auto"] = Field(
+    compile: bool | Literal["auto", "updates"] = Field(
         default="auto",
-        description="torch.compile each step of collect and update and the validation rollout "
-        "(far fewer, fused kernels inside the captured graphs, at the price of compiling once per "
-        "process, about 45 s cold); 'auto': only for a run of at least compile_min_updates "
-        "updates, where compiling saves more than it costs; a GPU the compiler cannot target "
+        description="torch.compile the learner's steps (far fewer, fused kernels inside the "
+        "captured graphs, at the price of compiling once per process): true: every step of "
+        "collect and update and the validation rollout; 'updates': only an update's steps, "
+        "where a run's time goes (collect and the validation rollout run graphed, uncompiled); "
+        "false: none; 'auto': 'updates' for a run of at least compile_min_updates updates, "
+        "where compiling saves more than it costs, else false; a GPU the compiler cannot target "
         "falls back to eager with one warning",
     )
     compile_min_updates: int = Field(
@@ -90,11 +92,21 @@ class PerformanceConfig(StrictConfig):
         if self.compile != "auto":
             return self, f"compile = {str(self.compile).lower()} (set)"
         on = run_updates >= self.compile_min_updates
-        why = (f"compile {'on' if on else 'off'}: the run trains {run_updates:,} updates, "
-               f"{'at least' if on else 'under'} compile_min_updates = "
-               f"{self.compile_min_updates:,} (compiling takes about 45 s, 10 s from a warm "
-               "compile cache, and saves about 1 ms an update on an H100)")
-        return self.model_copy(update={"compile": on}), why
+        why = (f"compile {'the updates' if on else 'off'}: the run trains {run_updates:,} "
+               f"updates, {'at least' if on else 'under'} compile_min_updates = "
+               f"{self.compile_min_updates:,} (compiling an update takes about 30 s, a few from "
+               "a warm compile cache, and saves about 1 ms an update on an H100)")
+        return self.model_copy(update={"compile": "updates" if on else False}), why
+
+    @property
+    def compiles_updates(self) -> bool:
+        """Whether an update's steps are compiled (`compile` true or 'updates')."""
+        return self.compile is True or self.compile == "updates"
+
+    @property
+    def compiles_everything(self) -> bool:
+        """Whether collect steps and the validation rollout are compiled too (`compile` true)."""
+        return self.compile is True
 
 
 class TrainConfig(StrictConfig):

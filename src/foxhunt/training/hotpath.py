@@ -68,7 +68,8 @@ class HotPath:
     def __init__(self, config: PerformanceConfig, device: torch.device):
         cuda = device.type == "cuda"
         self.device = device
-        self.compile = cuda and bool(config.compile)
+        self.compile = cuda and config.compiles_updates
+        self.compile_collect = cuda and config.compiles_everything
         self.graphs = cuda and config.cuda_graphs
         self.bf16 = cuda and config.autocast == "bf16"
         self.matmul_precision = "high" if cuda and config.autocast != "off" else "highest"

@@ -167,6 +167,8 @@ class Learner:
              "reprioritise", "track_online", "stage", "stage_targets", "adopt", "apply_gradients")
     """The steps a collect step and an update are made of, each compiled on its own by
     `CompiledSteps` (`backward`, autograd's, runs as it is)."""
+    COLLECT_STEPS = ("act", "draw_act_noise", "env_step", "store")
+    """The steps of a collect step (the rest are an update's)."""
 
     def __init__(
         self,

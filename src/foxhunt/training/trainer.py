@@ -228,10 +228,10 @@ class WalkForwardTrainer:
                           for i, t in fold_train.items()}
         self.spec, self.fold_train = spec, fold_train  # compile changes no budget
         cuda = self.device.type == "cuda"
-        # Validation runs every epoch: its rollout step is graphed and compiled like the
-        # learner's. The test window is rolled out once per fold: graphed only.
+        # Validation runs every epoch: its rollout step is graphed, and compiled with the
+        # collect steps (compile = true). The test window is rolled out once per fold: graphed.
         self.rollout_graphs = cuda and perf.cuda_graphs
-        self.rollout_compile = cuda and perf.compile
+        self.rollout_compile = cuda and perf.compiles_everything
         self.phases = dict.fromkeys(PHASES, 0.0)
         self.tracker = RunTracker.off()  # `run` opens one (tracking.py)
 
