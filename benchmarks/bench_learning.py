@@ -22,7 +22,7 @@ Targets (docs/learning.md), checked per market and printed as pass/fail:
 Sharpe ratios are annualised with the market's bars per year; "mean ± sd" is over seeds of the
 per-seed mean over folds. `--rules-only` skips the agent (no targets are then decided).
 
-`--kind dqn|pqn` picks the learner (`[agent] kind`) over the config's.
+`--kind dqn|pqn|ppo` picks the learner (`[agent] kind`) over the config's.
 
 `--quick` (CI runs it on the CPU, in seconds): a tiny agent on 4,000-bar markets, and unless
 given, the trend market and seed 0.

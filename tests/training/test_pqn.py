@@ -10,27 +10,31 @@ import pytest
 import torch
 
 from foxhunt.agents.pqn import QNetwork
-from foxhunt.config import load_settings
-from foxhunt.errors import CheckpointError, ConfigError
+from foxhunt.errors import CheckpointError
 from foxhunt.training.checkpoint import load_policy, read_checkpoint
 from foxhunt.training.config import TrainingSpec, fold_budget
-from foxhunt.training.fold_state import FOLD_BOUNDARY
 from foxhunt.training.learner import Learner
 from foxhunt.training.pqn import PQNLearner, PQNSteps, rollout_schedule
 from foxhunt.training.trainer import WalkForwardTrainer
 
 from ..cli.test_cli import run_json
-from .builders import instrument, pipeline, synth, tiny_spec
-
-CPU = torch.device("cpu")
+from .builders import (
+    assert_folds_isolated,
+    assert_one_seed_one_run,
+    config_error,
+    cpu_trainer,
+    crash_after,
+    run_lines,
+    synth,
+    tiny_spec,
+    with_learner,
+)
 
 
 def pqn(spec: TrainingSpec, **pqn_keys) -> TrainingSpec:
     """`spec` trained by PQN: rollouts of 8 steps in 4 minibatches unless `pqn_keys` say
     otherwise."""
-    return spec.model_copy(update={
-        "agent": spec.agent.model_copy(update={"kind": "pqn"}),
-        "pqn": spec.pqn.model_copy(update={"rollout_steps": 8, "minibatches": 4, **pqn_keys})})
+    return with_learner(spec, "pqn", **pqn_keys)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +43,7 @@ def market():
 
 
 def make(market, run_dir, spec=None, **kwargs) -> WalkForwardTrainer:
-    return WalkForwardTrainer(spec or pqn(tiny_spec()), market.bars, pipeline(), instrument(),
-                              run_dir, CPU, **kwargs)
+    return cpu_trainer(market, run_dir, spec or pqn(tiny_spec()), **kwargs)
 
 
 def test_the_kind_defaults_to_dqn_and_picks_the_learner(market, tmp_path):
@@ -53,13 +56,8 @@ def test_the_kind_defaults_to_dqn_and_picks_the_learner(market, tmp_path):
 
 
 def test_a_bad_kind_is_one_line_naming_the_key_and_the_file(tmp_path):
-    path = tmp_path / "bad.toml"
-    path.write_text('[agent]\nkind = "ppo"\n')
-    with pytest.raises(ConfigError) as err:
-        load_settings(path, home=tmp_path)
-    message = str(err.value)
-    assert "\n" not in message
-    assert message.startswith(f"{path}: key 'agent.kind': ") and "'dqn' or 'pqn'" in message
+    path, message = config_error(tmp_path, '[agent]\nkind = "sac"\n')
+    assert message.startswith(f"{path}: key 'agent.kind': ") and "'dqn', 'pqn' or 'ppo'" in message
 
 
 def test_a_fold_collects_its_budgets_transitions_in_whole_rollouts_spread_over_its_epochs():
@@ -72,7 +70,7 @@ def test_a_fold_collects_its_budgets_transitions_in_whole_rollouts_spread_over_i
 def test_each_epoch_trains_its_rollouts_and_logs_pqns_metrics(market, tmp_path):
     spec = pqn(tiny_spec(epochs=3))
     make(market, tmp_path, spec).run()
-    lines = [json.loads(x) for x in (tmp_path / "run.jsonl").read_text().splitlines()]
+    lines = run_lines(tmp_path)
     schedule = rollout_schedule(spec.train.budget(), 8)
     fold0 = [x for x in lines if x["fold"] == 0]
     assert [x["env_steps"] for x in fold0] == [r * 8 * spec.train.n_envs for r in schedule]
@@ -87,49 +85,23 @@ def test_each_epoch_trains_its_rollouts_and_logs_pqns_metrics(market, tmp_path):
 
 
 def test_one_seed_reproduces_a_cpu_run_exactly(market, tmp_path):
-    make(market, tmp_path / "a").run()
-    torch.rand(3)  # the global generator's state must not matter
-    make(market, tmp_path / "b").run()
-    a, b = (read_checkpoint(tmp_path / d / "checkpoints" / "fold1.pt") for d in "ab")
-    assert (tmp_path / "a" / "run.jsonl").read_text() == (tmp_path / "b" / "run.jsonl").read_text()
-    assert all(torch.equal(a["state_dict"][k], b["state_dict"][k]) for k in a["state_dict"])
-    make(market, tmp_path / "c", pqn(tiny_spec(seed=1))).run()
-    assert (tmp_path / "a" / "run.jsonl").read_text() != (tmp_path / "c" / "run.jsonl").read_text()
+    assert_one_seed_one_run(market, tmp_path, pqn(tiny_spec()))
 
 
 def test_every_stateful_pqn_attribute_declares_its_boundary_rule_and_nothing_crosses_folds(
         market, tmp_path):
-    after = make(market, tmp_path / "a")
-    ctx0 = after.start_fold(after.folds[0])
-    stateful = {name for name, v in vars(ctx0.learner).items()
-                if isinstance(v, (torch.nn.Module, torch.optim.Optimizer, torch.Tensor,
-                                  torch.Generator)) and not name.startswith("_")}
-    assert stateful | {"rollout", "env", "market"} <= set(FOLD_BOUNDARY)
-    after.train_fold(ctx0)
-    continued = after.start_fold(after.folds[1]).learner
-    fresh = make(market, tmp_path / "b").start_fold(after.folds[1]).learner
-    for a, b in ((continued.online.state_dict(), fresh.online.state_dict()),
-                 ({"generator": continued.generator.get_state()},
-                  {"generator": fresh.generator.get_state()})):
-        assert all(torch.equal(a[k], b[k]) for k in b)
-    assert continued.optimizer.state_dict()["state"] == {}
-    assert continued.rollouts == 0 and continued.transitions == 0
+    assert_folds_isolated(market, tmp_path, pqn(tiny_spec()), {"rollout", "env", "market"})
 
 
 def test_a_resumed_run_continues_epsilons_schedule(market, tmp_path):
     spec = pqn(tiny_spec(epochs=3))
     make(market, tmp_path / "whole", spec).run()
 
-    def crash_after_fold1_epoch0(line):
-        if line["fold"] == 1 and line["epoch"] == 0:
-            raise KeyboardInterrupt
-
     with pytest.raises(KeyboardInterrupt):
-        make(market, tmp_path / "cut", spec, on_epoch=crash_after_fold1_epoch0).run()
+        make(market, tmp_path / "cut", spec, on_epoch=crash_after(1, 0)).run()
     result = make(market, tmp_path / "cut", spec).run(resume=True)
     assert [r["fold"] for r in result.table()] == [0, 1]
-    whole, cut = ([json.loads(x) for x in (tmp_path / d / "run.jsonl").read_text().splitlines()]
-                  for d in ("whole", "cut"))
+    whole, cut = (run_lines(tmp_path / d) for d in ("whole", "cut"))
     assert [(x["fold"], x["epoch"], x["epsilon"], x["transitions"]) for x in cut] == \
         [(x["fold"], x["epoch"], x["epsilon"], x["transitions"]) for x in whole]
 
@@ -154,11 +126,11 @@ def test_a_dqn_checkpoint_holds_its_kind_and_an_unknown_kind_is_one_line(market,
     path = tmp_path / "checkpoints" / "fold0.pt"
     assert read_checkpoint(path)["kind"] == "dqn" and load_policy(path).kind == "dqn"
     payload = read_checkpoint(path)
-    payload["kind"] = "ppo"
+    payload["kind"] = "sac"
     torch.save(payload, tmp_path / "other.pt")
     with pytest.raises(CheckpointError) as err:
         load_policy(tmp_path / "other.pt")
-    assert "\n" not in str(err.value) and "kind 'ppo'" in str(err.value)
+    assert "\n" not in str(err.value) and "kind 'sac'" in str(err.value)
 
 
 TINY_PQN = """
