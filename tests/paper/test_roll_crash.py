@@ -1,7 +1,7 @@
 """Paper trading across rolls (issue 38): buy-and-hold over the synthetic ES contract set, its
 position held in the real months and rolled as two orders; a run killed with SIGKILL at each
 point of a roll and restarted completes the roll, never doubles it, and ends to the cent where
-an uninterrupted run ends, which is where the rolling backtest ends.
+an uninterrupted run ends (test_paper_rolls.py: where the rolling backtest ends).
 
 The paper process is a fork of the test process (as in test_crash_recovery.py). The fault is
 injected in the child only, at a named point of the first roll, by a patch that sends the
@@ -18,71 +18,23 @@ from pathlib import Path
 
 import pytest
 
-from foxhunt.backtest import BuyAndHold
-from foxhunt.backtest.rolling import RollingBacktest
-from foxhunt.data.continuous import RollRule, build_continuous
-from foxhunt.data.instruments import InstrumentRegistry
-from foxhunt.env import EnvConfig
 from foxhunt.execution import SqlEventStore, TradingEngine
 from foxhunt.execution import venue as v
 from foxhunt.execution.rolls import RollCompleted, RollStarted
 from foxhunt.execution.sim import SimulatedVenue
-from foxhunt.orders import Contract, OrderFilled, OrderInitialized
-from foxhunt.paper.policy import RuleDecider
-from foxhunt.paper.rolling import RollingPaperTrader, RollPlan
+from foxhunt.orders import OrderFilled, OrderInitialized
 from foxhunt.portfolio.account import Account
 from foxhunt.risk import RiskConfig
 
-from ..data.contract_set import es_contract_set
 from .helpers import OPEN_LIMITS
+from .rolling_helpers import ROLLS, cents, es_market, months_of, trader
 
-ES = InstrumentRegistry.load().get("ES")
-ROLLS = (("ESH24", "ESM24"), ("ESM24", "ESU24"), ("ESU24", "ESZ24"))
 FIRST = "R-ESH24-ESM24"
 
 
 @pytest.fixture(scope="module")
 def market():
-    months = es_contract_set()
-    series = build_continuous(months, RollRule(roll="volume", adjust="difference"), ES)
-    return series, RollPlan.of(series, months)
-
-
-def months_of(market) -> dict[str, Contract]:
-    return market[1].contracts(Contract.from_instrument(ES))
-
-
-def trader(market, url: str = "sqlite://", journal: Path | None = None,
-           risk=OPEN_LIMITS, stop: int | None = None) -> RollingPaperTrader:
-    series, plan = market
-    venue = SimulatedVenue(months_of(market), EnvConfig().slippage_ticks, journal=journal)
-    return RollingPaperTrader(series.bars, ES, RuleDecider(BuyAndHold(), series.bars),
-                              (0, stop or len(series.bars)), store=SqlEventStore(url), venue=venue,
-                              env=EnvConfig(), risk=risk, starting_cash=Decimal(100_000),
-                              plan=plan)
-
-
-def _cents(x: float | Decimal) -> Decimal:
-    return Decimal(repr(float(x))).quantize(Decimal("0.01"))
-
-
-def test_buy_and_hold_on_paper_rolls_three_times_and_is_the_rolling_backtest(market):
-    series, _ = market
-    paper = trader(market)
-    got = paper.run()
-    bt = RollingBacktest(series, ES).run(BuyAndHold())
-    assert _cents(got.pnl) == _cents(bt.total_pnl) == Decimal("8983.50")
-    assert got.rolls == [f"roll R-{a}-{b}: +3 {a} -> {b} COMPLETED" for a, b in ROLLS]
-    legs = [(f.symbol, f.kind, f.quantity, f.price) for f in got.fills if f.kind == "roll"]
-    assert [(s, q) for s, _, q, _ in legs] == [(s, q) for a, b in ROLLS
-                                               for s, q in ((a, -3), (b, 3))]
-    # each leg at its contract's open at the roll bar, one tick of slippage against it
-    assert [p for *_, p in legs[:2]] == [Decimal("5012.00"), Decimal("5025.00")]
-    acct = paper.engine.account
-    assert {s: acct.position(s) for s in ("ESH24", "ESM24", "ESU24", "ESZ24")} == dict.fromkeys(
-        ("ESH24", "ESM24", "ESU24", "ESZ24"), 0)
-    trades = paper.trades(got)
-    assert len(trades) == 4 and _cents(sum(trades["pnl"])) == _cents(bt.total_pnl)
+    return es_market()
 
 
 # --- kill -9 at each point of the first roll ---------------------------------------------
@@ -171,7 +123,7 @@ def test_kill_9_inside_a_roll_then_restart_completes_it_once(market, tmp_path, p
                                f"roll {FIRST}: +3 ESH24 -> ESM24 ")
     got.rolls[0] = got.rolls[0].split(" (after")[0]
     clean = trader(market).run()
-    assert got.pnl == clean.pnl and _cents(got.pnl) == Decimal("8983.50")
+    assert got.pnl == clean.pnl and cents(got.pnl) == Decimal("8983.50")
     assert [(f.bar, f.client_order_id, f.quantity, f.price) for f in got.fills] == \
         [(f.bar, f.client_order_id, f.quantity, f.price) for f in clean.fills]
     assert got.rolls == clean.rolls == [f"roll R-{a}-{b}: +3 {a} -> {b} COMPLETED"
