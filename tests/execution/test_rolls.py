@@ -19,7 +19,7 @@ from foxhunt.execution.rolls import (
     RollStarted,
     RollStatus,
 )
-from foxhunt.orders import Contract, OrderRequest, Side
+from foxhunt.orders import Contract, OrderRequest, Side, TradingError
 from foxhunt.risk import RiskConfig
 
 from .helpers import T0, RecordingVenue
@@ -118,6 +118,12 @@ def test_a_short_position_rolls_short(venue):
 def test_nothing_held_starts_no_roll(venue):
     eng = month_engine(venue)
     assert Roller(eng).start(ROLL, T0 + 100) is None and len(eng.rolls) == 0
+
+
+def test_a_roll_never_starts_before_the_close_that_decided_it(held, venue):
+    with pytest.raises(TradingError, match="roll R-ESH24-ESM24: starts at .*a roll acts after"):
+        Roller(held).start(ROLL, ROLL.start_ts - 1)
+    assert len(held.rolls) == 0 and venue.calls == [("submit", "P1")]
 
 
 def test_a_rejected_out_leg_fails_the_roll_and_the_old_position_stays(held, venue):

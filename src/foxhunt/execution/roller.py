@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from foxhunt.data.timestamps import format_ns
 from foxhunt.execution.engine import TradingEngine
 from foxhunt.execution.rolls import (
     ROLL_TAG,
@@ -31,15 +32,16 @@ from foxhunt.execution.rolls import (
     RollStatus,
 )
 from foxhunt.orders.enums import Side
+from foxhunt.orders.errors import TradingError
 from foxhunt.orders.order import Order, OrderRequest
 from foxhunt.orders.state import OrderStatus
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduledRoll:
-    """One row of a roll table as a trader acts on it: at the close stamped `start_ts` (the bar
-    before the roll bar in paper; the decision's close live), a position held in `from_symbol`
-    starts its roll to `to_symbol`."""
+    """One row of a roll table as a trader acts on it: from the close stamped `start_ts` on (in
+    paper, the bar before the roll bar: at or after the close of the day that decided it), a
+    position held in `from_symbol` starts its roll to `to_symbol`."""
 
     root: str
     from_symbol: str
@@ -66,6 +68,9 @@ class Roller:
         eng = self.engine
         if roll.roll_id in eng.rolls:
             return eng.rolls.get(roll.roll_id)
+        if ts_ns < roll.start_ts:
+            raise TradingError(f"roll {roll.roll_id}: starts at {format_ns(roll.start_ts)}, "
+                               f"not at {format_ns(ts_ns)}: a roll acts after its decision")
         qty = eng.account.position(roll.from_symbol)
         if qty == 0:
             return None
