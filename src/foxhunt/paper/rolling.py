@@ -188,9 +188,10 @@ class RollingPaperTrader(PaperTrader):
         self._deliver()
         self._advance(ts)
         for sym in self.plan.months:
-            bar = self.plan.bar_of(sym, ts)
-            if sym != self.symbol and bar is not None and eng.account.position(sym):
-                eng.mark(sym, bar[3], ts, defer=True)
+            if sym != self.symbol and eng.account.position(sym):
+                bar = self.plan.bar_of(sym, ts)
+                if bar is not None:
+                    eng.mark(sym, bar[3], ts, defer=True)
 
     def _flatten_at_close(self, t: int, ts: int, close: float) -> None:
         """The traded month flattens at its close; so does any other month still held (what
