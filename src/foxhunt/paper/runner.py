@@ -27,6 +27,10 @@ journal that already hold a run):
   the venue's working orders and positions must equal the log's, or the run refuses to start;
 - the bars before the last marked one are replayed without acting (features, decisions and the
   mirror rebuilt from the log's fills), and the loop goes on live from the last marked bar.
+
+A run over a continuous series holds its position in the contract months and rolls it
+(`paper.rolling.RollingPaperTrader`, on the hooks `traded_contracts`, `_held`, `_meet_bar`,
+`_before_decision`); a roll's legs (R-<from>-<to>-out|in) reach the env's mirror as their net.
 """
 
 from __future__ import annotations
