@@ -42,6 +42,10 @@ def test_paper_on_a_continuous_series_rolls_and_positions_show_root_and_contract
     schemas.validate(pos)
     code, out, _ = run(capsys, "positions", "--account", "r")
     assert code == 0 and "contract" in out and "ESH24" in out
+    # an operator's kill reconciles every month with the paper venue's journal first
+    killed = run_json(capsys, "risk", "kill", "--account", "r")
+    assert killed["flatten"] == "flatten orders none sent; ES is flat"
+    assert killed["trading_state"] == "HALTED"
     orders = run_json(capsys, "orders", "--account", "r", "--last", "0")["orders"]
     legs = [(o["client_order_id"], o["symbol"], o["side"], o["filled"]) for o in orders
             if o["tag"] == "roll"]
