@@ -189,6 +189,16 @@ def mkdir(name: str) -> Setup:
     return setup
 
 
+def continuous_es(home: Path, inputs: Path) -> None:
+    """ES's four synthetic contract months (tests/data/contract_set.py) imported and stitched
+    into a continuous ES 1d series (three rolls: the last month is ESZ24)."""
+    from ..data.contract_set import write_contract_csvs
+
+    paths = write_contract_csvs(inputs)
+    cli_ok(home, "data", "import", *map(str, paths), "--symbol", "ES")
+    assert cli_ok(home, "data", "continuous", "ES", "--roll", "volume")["rolls"]
+
+
 def a1_in(state: str) -> Setup:
     """a1 brought to `state` (HALTED or ACTIVE) by an operator through the CLI, unless it is in
     it already (the run on a1 may end HALTED by a breaker)."""
@@ -424,6 +434,10 @@ case("live --feed replay at a speed of no known kind",
      (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "replay:fast"), "replay:fast")
 case("live --feed databento without the package",
      (*LIVE, "--venue", "ib:127.0.0.1:7497", "--feed", "databento:GLBX.MDP3:ES.c.0"), "databento")
+case("live on a continuous series (it would trade the stitched prices, never rolled)",
+     ("live", "ES", "--bars", "1d", *SMA, "--venue", "ib:127.0.0.1:7497"),
+     "ES 1d is a continuous series, and foxhunt live does not roll a position yet",
+     continuous_es)
 case("venue --speed of no known kind", ("venue", "SYN", "--speed", "warp"), "warp")
 case("risk adopt on an account that is not live",
      ("risk", "adopt", "SYN", "--venue", "ib:127.0.0.1:7497", "--reason", "r", *A1), "a1")

@@ -36,7 +36,7 @@ from foxhunt.cli.common import (
     settings_of,
     under_home,
 )
-from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.errors import ConfigError, DataError, FoxhuntError
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
                        no_args_is_help=True)
@@ -438,7 +438,6 @@ def live(
         telemetry.configure("foxhunt-live", join_parent_trace=False)
 
     from foxhunt.backtest.strategies import parse_strategy
-    from foxhunt.cli.evaluate import load_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
     from foxhunt.live.venues import (
         check_venue,
@@ -473,7 +472,8 @@ def live(
     limits = load_risk_config(risk) if risk is not None else RiskConfig()
     url = _log_url(ctx, account, log)
     files = _files(ctx, account, log)
-    instrument, frame, _ = load_series(ctx, symbol, bars)
+    _refuse_continuous(ctx, symbol, bars)
+    instrument, frame = _live_series(ctx, symbol, bars)
     replayed = None
     if history_to is not None:
         from foxhunt.cli.evaluate import _window
@@ -564,6 +564,55 @@ def live(
     out.print(f"PnL {result.pnl:+,.2f} {contract.currency}, equity {result.equity:,.2f}, "
               f"position {result.position:+d}, {result.trading_state}"
               + (f"; ended: {result.ended}" if result.ended else ""))
+
+
+def _today():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).date()
+
+
+def _refuse_continuous(ctx: typer.Context, symbol: str, bars: str) -> None:
+    """`foxhunt live` trades one symbol's own prices and never rolls: on a stored continuous
+    series it would trade the stitched prices and hold a position past its month's expiry, so
+    it is refused in one line naming the month to trade instead (docs/futures.md)."""
+    from foxhunt.cli.data import open_store
+
+    with open_store(ctx) as store:
+        if store.continuous(symbol, bars) is None:
+            return
+        months = store.contracts(symbol)
+    today = _today()
+    front = next((c for c in months if c.expiry >= today), None)
+    if front is not None:
+        instead = f"foxhunt live {front.symbol}, the front month stored"
+    else:
+        last = f"end with {months[-1].symbol}, expired" if months else "are gone"
+        instead = (f"the stored months {last}: import the front month's bars (foxhunt data "
+                   f"import FILE --symbol {symbol}) and trade it")
+    raise ConfigError(
+        f"{symbol} {bars} is a continuous series, and foxhunt live does not roll a position "
+        f"yet (it would trade the stitched prices and never roll): trade the front month's own "
+        f"symbol instead ({instead})")
+
+
+def _live_series(ctx: typer.Context, symbol: str, bars: str):
+    """The instrument and stored bars `foxhunt live` trades: a symbol of the instruments file,
+    or a stored contract month (ESZ24), which trades by its root's spec, as paper's months do."""
+    from foxhunt.cli.data import instrument_registry, open_store
+    from foxhunt.cli.evaluate import load_series
+    from foxhunt.data.contracts import is_contract_symbol
+
+    registry = instrument_registry(ctx)
+    if not is_contract_symbol(symbol, registry):
+        return load_series(ctx, symbol, bars)[:2]
+    with open_store(ctx) as store:
+        month = next((c for c in store.contracts() if c.symbol == symbol), None)
+        if month is None:
+            raise DataError(f"{symbol}: no such contract month stored; import it (foxhunt data "
+                            f"import {symbol}.csv --symbol ...) or give a stored month's symbol")
+        frame = store.read_bars(symbol, bars)
+    return registry.get(month.root).model_copy(update={"symbol": symbol}), frame
 
 
 def agent_checkpoint(run: Path | None, checkpoint: Path | None, doing: str
