@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from itertools import count
 
@@ -27,9 +28,15 @@ CL_80 = 8000  # 80.00 in CL ticks
 SEC = 1_000_000_000
 
 
+def months(*symbols: str) -> dict[str, Contract]:
+    """ES's contract months (ESH24, ...) with ES's spec, as a rolling account holds them."""
+    return {s: dataclasses.replace(ES, symbol=s) for s in symbols}
+
+
 class Desk:
-    def __init__(self, cash: str = "100000", **limits):
-        self.account = Account({"ES": ES, "CL": CL})
+    def __init__(self, cash: str = "100000", contracts: dict[str, Contract] | None = None,
+                 **limits):  # fmt: skip
+        self.account = Account(contracts or {"ES": ES, "CL": CL})
         self.book = OrderBook()
         self.risk = RiskEngine(RiskConfig(**limits), self.account, self.book)
         self.ids = count(1)

@@ -1,7 +1,8 @@
 """Risk limits: a frozen config, read from the `[risk]` table of a TOML file.
 
 Money is in the account's currency; 0 turns a money limit or breaker off (TOML has no null).
-Per-instrument overrides sit under `[risk.instruments.SYMBOL]`.
+Per-instrument overrides sit under `[risk.instruments.SYMBOL]`; a root's (`ES`) reaches each of
+its contract months (`ESH24`), whose own entry, if any, wins key by key.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ def _off_at_zero(default: int, description: str) -> Any:
 
 
 class InstrumentLimits(StrictConfig):
-    """Overrides for one instrument; an unset key takes the account-wide value."""
+    """Overrides for one instrument; an unset key takes the account-wide value (for a contract
+    month: its root's entry's value first). A root's `max_position` also caps the net position
+    across its months."""
 
     max_order_qty: Count | None = Field(default=None, ge=1)
     max_position: Count | None = Field(default=None, ge=0)

@@ -12,6 +12,10 @@ alone). Checks of new risk fail closed: no last price for the instrument, no ret
 a VaR limit, an unknown instrument: deny. The kill switch's flatten orders skip every check (the
 OMS never asks).
 
+Contract months: a month (ESH24) takes its limits from its own `[risk.instruments.ESH24]`
+entry, else its root's `[risk.instruments.ES]`, else the account-wide ones, and the months of
+one root also meet the root's `max_position` together, on their net position (`Limits`).
+
 Hot path: `check_order` reads plain attributes and ints (limits are compiled once from the
 config); Decimal appears only in the notional check and in the text of a denial.
 """
@@ -23,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from foxhunt.errors import ConfigError
+from foxhunt.data.contracts import parse_symbol
+from foxhunt.errors import ConfigError, DataError
 from foxhunt.events import Event
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract
@@ -78,15 +83,33 @@ def _money(x: Decimal | float) -> str:
     return f"{x:,.2f}"
 
 
+def root_of(symbol: str) -> str | None:
+    """The root of a contract month's symbol (ESH24 -> ES); None for any other symbol (ES,
+    MES, 6E, SYN: a root or an instrument without months)."""
+    try:
+        root, _, _ = parse_symbol(symbol, 2000)
+    except DataError:
+        return None
+    return root
+
+
 class Limits:
-    """The config compiled into plain numbers per instrument, for the hot path."""
+    """The config compiled into plain numbers per instrument, for the hot path.
+
+    A contract month (ESH24) takes each limit from its own `[risk.instruments.ESH24]` entry,
+    else from its root's `[risk.instruments.ES]`, else the account-wide value, key by key. The
+    months of a root (with the root's own symbol, where the account has it) share one more
+    position limit: their net position, the root's `max_position` (its entry's, else the
+    account-wide value), so two months cannot together hold more of the root than one may."""
 
     def __init__(self, cfg: RiskConfig, contracts: Mapping[str, Contract]):
-        unknown = sorted(set(cfg.instruments) - set(contracts))
+        months = {s: r for s in contracts if (r := root_of(s)) is not None}
+        unknown = sorted(set(cfg.instruments) - set(contracts) - set(months.values()))
         if unknown:
+            known = sorted(set(contracts) | set(months.values()))
             raise ConfigError(
                 f"[risk.instruments] names unknown instrument(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(contracts))}"
+                f"known: {', '.join(known)} (a root's entry reaches its contract months)"
             )
         self.contracts = dict(contracts)
         self.max_order_qty: dict[str, int] = {}
@@ -94,14 +117,31 @@ class Limits:
         self.collar: dict[str, tuple[int, int]] = {}  # percent / 100 as (numerator, denominator)
         self.collar_pct: dict[str, Decimal] = {}
         for sym in contracts:
-            over = cfg.instruments.get(sym)
-            pick = (lambda key, o=over: getattr(o, key) if o and getattr(o, key) is not None
-                    else getattr(cfg, key))  # fmt: skip
+            entries = [e for e in (cfg.instruments.get(sym),
+                                   cfg.instruments.get(months.get(sym, ""))) if e is not None]
+
+            def pick(key: str, entries=entries):
+                return next((v for e in entries if (v := getattr(e, key)) is not None),
+                            getattr(cfg, key))
+
             self.max_order_qty[sym] = pick("max_order_qty")
             self.max_position[sym] = pick("max_position")
             pct = pick("price_collar_pct")
             self.collar_pct[sym] = pct
             self.collar[sym] = (pct / 100).as_integer_ratio()
+        # the root aggregate: only for symbols of a root with contract months in the account
+        self.root_of: dict[str, str] = {}
+        self.root_members: dict[str, tuple[str, ...]] = {}
+        self.root_max_position: dict[str, int] = {}
+        for root in sorted(set(months.values())):
+            members = tuple(sorted(s for s, r in months.items() if r == root))
+            members += (root,) if root in contracts else ()
+            self.root_members[root] = members
+            self.root_of.update(dict.fromkeys(members, root))
+            over = cfg.instruments.get(root)
+            self.root_max_position[root] = (
+                over.max_position if over is not None and over.max_position is not None
+                else cfg.max_position)  # fmt: skip
         self.tick_value = {s: c.tick_value for s, c in contracts.items()}
         self.point_value = {s: float(c.point_value) for s, c in contracts.items()}
         self.tick_size = {s: float(c.tick_size) for s, c in contracts.items()}
@@ -295,6 +335,11 @@ class RiskEngine:
                 f"max position {max_pos} {sym}: order would take the position to "
                 f"{projected:+d}{tail}",
             )  # fmt: skip
+        root = lim.root_of.get(sym)
+        if root is not None:
+            denial = self._root_position(root, buy, qty, replacing)
+            if denial is not None:
+                return denial
         if lim.max_gross_notional:
             other_side = book.working_sell_qty(sym) if buy else book.working_buy_qty(sym)
             contracts = max(abs(projected), abs(pos - other_side if buy else pos + other_side))
@@ -304,6 +349,29 @@ class RiskEngine:
         if lim.max_var_historical or lim.max_var_parametric:
             return self._var(sym, pos + (qty if buy else -qty))
         return None
+
+    def _root_position(self, root: str, buy: bool, qty: int, replacing: int) -> RiskDenial | None:
+        """The root's net position across its months (and its own symbol), if every working
+        order of the root on the order's side filled, against the root's `max_position`. Net,
+        so a roll (the out leg closes the old month before the in leg opens the new one) and a
+        calendar spread count what they hold of the root, and never twice."""
+        acct, book = self._account, self._book
+        members = self.limits.root_members[root]
+        held = [(s, acct.position(s)) for s in members]
+        net = sum(p for _, p in held)
+        same = sum(book.working_buy_qty(s) if buy else book.working_sell_qty(s)
+                   for s in members) - replacing  # fmt: skip
+        projected = net + same + qty if buy else net - same - qty
+        cap = self.limits.root_max_position[root]
+        if abs(projected) <= cap:
+            return None
+        parts = ", ".join(f"{s} {p:+d}" for s, p in held if p) or "flat"
+        tail = f", working {'buys' if buy else 'sells'} {same}" if same else ""
+        return RiskDenial(
+            "max_position", str(cap), str(projected),
+            f"max position {cap} {root} across its contract months: order would take {root}'s "
+            f"net position to {projected:+d} (held {parts}{tail})",
+        )  # fmt: skip
 
     def _collar_denial(self, sym: str, label: str, price: int, last: int) -> RiskDenial:
         contract = self.limits.contracts[sym]
