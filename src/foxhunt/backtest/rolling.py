@@ -22,7 +22,9 @@ tests/backtest/test_rolls.py). Each contract's stretch is one `Leg`: its fills, 
 costs (it ends flat: rolled out or flattened), and the sum of the legs is the backtest's PnL.
 
 Not yet here (issue 38): trailing stops and session-end flattens across rolls (refused with
-one line), and rolling a live position in paper or live trading.
+one line). Paper trading rolls a held position as the trading engine's two orders
+(`execution.roller`, driven by `paper.rolling.RollingPaperTrader`), filled as here but for a
+decision at a roll's start (docs/futures.md, "Rolling a held position"); live trading does not roll yet (`foxhunt live` refuses a continuous series: docs/futures.md).
 """
 
 from __future__ import annotations
