@@ -24,7 +24,8 @@ costs (it ends flat: rolled out or flattened), and the sum of the legs is the ba
 Not yet here (issue 38): trailing stops and session-end flattens across rolls (refused with
 one line). Paper trading rolls a held position as the trading engine's two orders
 (`execution.roller`, driven by `paper.rolling.RollingPaperTrader`), filled as here but for a
-decision at a roll's start (docs/futures.md, "Rolling a held position"); live trading does not roll yet (`foxhunt live` refuses a continuous series: docs/futures.md).
+decision at a roll's start (docs/futures.md, "Rolling a held position"); live trading does
+not roll yet (`foxhunt live` refuses a continuous series).
 """
 
 from __future__ import annotations
