@@ -9,6 +9,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from foxhunt.errors import ConfigError
 from foxhunt.orders import Order, OrderBook, OrderFilled, OrderType, Side
@@ -179,3 +181,43 @@ def test_a_modification_replaces_its_own_leaves_in_the_roots_net():
     denial = desk.risk.check_update(order, 3, None, None, 1)
     assert (denial.check, denial.value) == ("max_position", "4")
     assert Decimal(denial.limit) == 3
+
+
+@st.composite
+def rolling_desks(draw):
+    """ES's root and two months with random limits (the root's own and a month's override),
+    random positions in both months and random working orders of both months, both sides."""
+    instruments = {"ES": {"max_position": draw(st.integers(0, 4))}}
+    if draw(st.booleans()):
+        instruments["ESM24"] = {"max_position": draw(st.integers(0, 6))}
+    desk = es_desk(max_order_qty=draw(st.integers(1, 8)), max_position=draw(st.integers(0, 6)),
+                   max_gross_notional=Decimal(0), instruments=instruments)  # fmt: skip
+    for month in ("ESH24", "ESM24"):
+        if pos := draw(st.integers(-6, 6)):
+            desk.hold(pos, month)
+        for side in (BUY, SELL):
+            for _ in range(draw(st.integers(0, 2))):
+                desk.send(draw(st.integers(1, 3)), side, month)
+    return desk
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(desk=rolling_desks(), month=st.sampled_from(["ESH24", "ESM24"]),
+       side=st.sampled_from([BUY, SELL]), qty=st.integers(1, 10))  # fmt: skip
+def test_exits_pass_and_an_opening_order_that_passes_keeps_the_roots_net_in_its_limit(
+        desk, month, side, qty):
+    account, book, lim = desk.account, desk.book, desk.risk.limits
+    pos = account.position(month)
+    working = book.working_buy_qty if side is BUY else book.working_sell_qty
+    closable = max(0, abs(pos) - working(month)) if (pos < 0 if side is BUY else pos > 0) else 0
+    denial = desk.check(qty, side, month)
+    if qty <= closable:
+        assert denial is None, f"an exit of {qty} {month} was denied: {denial}"
+        return
+    if denial is not None:
+        assert denial.closing == closable
+        return
+    sign = 1 if side is BUY else -1
+    net = sum(account.position(s) + sign * working(s) for s in ("ES", "ESH24", "ESM24"))
+    assert abs(net + sign * qty) <= lim.root_max_position["ES"]
+    assert abs(pos + sign * (working(month) + qty)) <= lim.max_position[month]
