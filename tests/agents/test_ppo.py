@@ -222,6 +222,9 @@ def test_greedy_acting_carries_the_lstm_state_until_a_mode_switch():
     first = [net.act(obs[t]) for t in range(4)]
     assert all(torch.equal(a, b) for a, b in zip(first, modes, strict=True))
     net.eval()  # a new evaluation starts from zeros again
+    with torch.inference_mode():  # as paper trading acts
+        assert all(torch.equal(net.act(obs[t]), modes[t]) for t in range(4))
+    net.eval()  # and the state paper carried resets outside its mode too
     assert all(torch.equal(net.act(obs[t]), modes[t]) for t in range(4))
     assert net.layout_info()["recurrent"] is True and net.layout_info()["kind"] == "ppo"
 

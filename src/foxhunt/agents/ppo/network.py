@@ -104,7 +104,8 @@ class ActorCritic(nn.Module):
             return self(obs)[0].argmax(dim=-1)
         carried = self._acting.get(len(obs))
         if carried is None or carried[0].device != obs.device:
-            carried = self._acting[len(obs)] = self.initial_state(len(obs), obs.device)
+            with torch.inference_mode(False):  # a normal tensor: resettable outside paper's mode
+                carried = self._acting[len(obs)] = self.initial_state(len(obs), obs.device)
         logits, _, (h, c) = self.step(obs, carried)
         carried[0].copy_(h)
         carried[1].copy_(c)
