@@ -149,7 +149,7 @@ def tune(
     if not as_json:
         err.print(f"tuning {symbol} {bars} ({len(frame):,} bars): {trials} trials, {sampler}, "
                   f"{parallel} at once ({backend}) on {dev}, GPU profile {choice.profile.name}, "
-                  f"searching {', '.join(searched.keys())} -> {root}", soft_wrap=True)
+                  f"searching {searched.summary()} -> {root}", soft_wrap=True)
         fills = {k: v for k, v in base.profile_fills(choice.profile).items()
                  if k not in set(searched.keys())}
         err.print(choice.describe(fills), soft_wrap=True, markup=False, highlight=False)
@@ -234,11 +234,22 @@ def _run_with_progress(config, trial_ctx, searched, source, resume: bool, quiet:
 def _print_study(doc: dict[str, Any]) -> None:
     rows = sorted((t for t in doc["trials"] if t["value"] is not None), key=lambda t: -t["value"])
     keys = doc["space_keys"]
-    body = [[t["number"], t["state"], _num(t["value"])] + [_param(t["params"].get(k)) for k in keys]
-            for t in rows[:10]]
+    if doc.get("kind_searched"):  # a column per shared key; each kind's own keys in one column
+        own = {k for mine in (doc.get("kind_keys") or {}).values() for k in mine}
+        keys = [k for k in keys if k != "agent.kind" and k not in own]
+        body = [[t["number"], t["state"], t.get("kind", ""), _num(t["value"])]
+                + [_param(t["params"].get(k)) for k in keys]
+                + [", ".join(f"{k.split('.', 1)[1]} {_param(v)}" for k, v in t["params"].items()
+                             if k in own)] for t in rows[:10]]
+        head = ["trial", "state", "kind", doc["metric"], *keys, "its kind's own"]
+    else:
+        body = [[t["number"], t["state"], _num(t["value"])]
+                + [_param(t["params"].get(k)) for k in keys] for t in rows[:10]]
+        head = ["trial", "state", doc["metric"], *keys]
     out.print(rich_table(f"study {doc['study']}: best {len(body)} of {len(doc['trials'])} trials "
-                         f"(validation {doc['metric']}, mean over folds)",
-                         ["trial", "state", doc["metric"], *keys], body))
+                         f"(validation {doc['metric']}, mean over folds)", head, body))
+    if doc.get("kind_searched"):
+        _print_kinds(doc)
     dsr, pbo = doc.get("deflated_sharpe") or {}, doc.get("pbo") or {}
     if dsr.get("dsr") is not None:
         out.print(f"deflated Sharpe ratio {dsr['dsr']:.3f}: per-bar Sharpe {dsr['sharpe']:.4f} "
@@ -258,6 +269,23 @@ def _print_study(doc: dict[str, Any]) -> None:
                   f"in {thr['wall_s']:.1f} s, {thr['parallel']} at once, {thr['backend']})")
 
 
+def _print_kinds(doc: dict[str, Any]) -> None:
+    """Per learner kind: trials, completed, best and median score; then which kind won."""
+    body = [[r["kind"], r["trials"], r["completed"], r["pruned"], r["failed"], _num(r["best"]),
+             _num(r["median"]), "—" if r["best_trial"] is None else r["best_trial"]]
+            for r in doc.get("by_kind", [])]
+    out.print(rich_table(f"learners: validation {doc['metric']} by kind (one objective for all)",
+                         ["kind", "trials", "completed", "pruned", "failed", "best", "median",
+                          "best trial"], body))
+    won = doc.get("kind_won")
+    if won is None:
+        out.print("kind won: none yet (no trial completed)")
+    else:
+        best = doc["best"]
+        out.print(f"kind won: {won} (trial {best['number']}, {doc['metric']} "
+                  f"{best['value']:+.3f})")
+
+
 def _importance_line(doc: dict[str, Any]) -> str:
     from foxhunt.tune.study import IMPORTANCE_METHODS
 
@@ -271,5 +299,7 @@ def _importance_line(doc: dict[str, Any]) -> str:
 
 
 def _param(v: Any) -> str:
+    if v is None:  # a key the trial's kind does not search
+        return "—"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 

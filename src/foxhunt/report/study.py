@@ -1,9 +1,11 @@
 """The offline HTML page of a `foxhunt tune` study, from its study.json.
 
 Sections: summary cards (best score, trials by state, deflated Sharpe ratio, PBO, throughput),
-what the DSR and PBO say, the optimisation history (uPlot, as the run report's charts),
-parameter importance and parallel coordinates (inline SVG: no script needed), the trial table,
-and the final run's test windows (the only figures from them). Same page shell, assets,
+what the DSR and PBO say, the learners (per kind, where the study searched `[agent] kind`:
+trials, completed, best and median score, which kind won), the optimisation history (uPlot, as
+the run report's charts), parameter importance and parallel coordinates (inline SVG: no script
+needed), the trial table, and the final run's test windows (the only figures from them). Same
+page shell, assets,
 Content-Security-Policy and readiness attributes as the run report (`report.html`), so the
 same headless-Chromium checks apply.
 """
@@ -41,6 +43,8 @@ def _num(v: Any, fmt: str = ".3f") -> str:
 
 
 def _param(v: Any) -> str:
+    if v is None:  # a key the trial's learner kind does not search
+        return "\u2014"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
@@ -81,6 +85,8 @@ class _StudyPage:
             ("PBO (CSCV)", _num((d.get("pbo") or {}).get("pbo"))),
             ("Trials per hour", _num(thr.get("trials_per_hour"), ",.0f")),
         ]
+        if d.get("kind_searched"):
+            items.insert(1, ("Kind won", str(d.get("kind_won") or "\u2014")))
         cells = "".join(f'<div class="card"><div class="card-k">{escape(k)}</div>'
                         f'<div class="card-v">{escape(v)}</div></div>' for k, v in items)
         return f'<section class="cards">{cells}</section>'
@@ -109,6 +115,33 @@ class _StudyPage:
         return ('<section id="selection"><h2>How much the choice says</h2><p class="lead">'
                 "Both from validation returns only; no test window was read to choose.</p>"
                 + "".join(rows) + "</section>")
+
+    def kinds(self) -> str:
+        """Per learner kind, where the study searched `[agent] kind`: its trials, how many
+        completed, the best and median score, and which kind won."""
+        if not self.d.get("kind_searched"):
+            return ""
+        won = self.d.get("kind_won")
+        bold = ' style="font-weight:650"'
+        rows = "".join(
+            f'<tr{bold if r["kind"] == won else ""}>'
+            f'<td>{escape(str(r["kind"]))}</td><td class="num">{r["trials"]}</td>'
+            f'<td class="num">{r["completed"]}</td><td class="num">{r["pruned"]}</td>'
+            f'<td class="num">{r["failed"]}</td><td class="num">{_num(r["best"], "+.3f")}</td>'
+            f'<td class="num">{_num(r["median"], "+.3f")}</td>'
+            f'<td class="num">{"" if r["best_trial"] is None else r["best_trial"]}</td></tr>'
+            for r in self.d.get("by_kind", []))
+        verdict = ("No trial has completed yet." if won is None else
+                   f"<b>{escape(str(won))}</b> won: the best trial "
+                   f"({(self.d.get('best') or {}).get('number')}) trained it.")
+        return ('<section id="kinds"><h2>Learners</h2><p class="lead">Validation '
+                f"{escape(str(self.d.get('metric')))} by learner kind: every kind is scored by "
+                f"the same objective. {verdict}</p><div class=\"table-wrap\"><table><thead><tr>"
+                "<th>kind</th><th class=\"num\">trials</th><th class=\"num\">completed</th>"
+                "<th class=\"num\">pruned</th><th class=\"num\">failed</th>"
+                "<th class=\"num\">best</th><th class=\"num\">median</th>"
+                f"<th class=\"num\">best trial</th></tr></thead><tbody>{rows}</tbody></table>"
+                "</div></section>")
 
     def history(self) -> str:
         scored = [t for t in self.trials if t["value"] is not None]
@@ -233,7 +266,7 @@ class _StudyPage:
 
     def html(self) -> str:
         d = self.d
-        body = [self.cards(), self.selection(), self.history(), self.importance(),
+        body = [self.cards(), self.selection(), self.kinds(), self.history(), self.importance(),
                 self.parallel(), self.table(), self.final()]
         title = study_title(d)
         meta = (("Symbol", d.get("symbol", "")), ("Bars", d.get("bars", "")),

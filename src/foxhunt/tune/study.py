@@ -10,9 +10,13 @@ the swarm evaluates those positions after all) and runs trials until `trials` co
 pruned or failed, not interrupted). The study records what it searched (symbol, bars, space,
 sampler, metric, base settings); resuming with other ones is refused.
 
-The study directory holds `study.json` (the trial table, best trial, DSR, PBO, importance),
-`space.toml`, `best.toml`, and per trial `trials/NNNN/` (its run.jsonl, folds.json and
-`val_returns.npz`, the chosen models' validation returns by decision bar).
+A trial samples its parameters define-by-run (`SearchSpace.suggest`): the learner kind first
+where the space searches it, then the shared keys, then that kind's own; every kind is scored by
+the same validation objective, and `kind_table` says per kind how its trials did and which won.
+
+The study directory holds `study.json` (the trial table, best trial, the table per kind, DSR,
+PBO, importance), `space.toml`, `best.toml`, and per trial `trials/NNNN/` (its run.jsonl,
+folds.json and `val_returns.npz`, the chosen models' validation returns by decision bar).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ from foxhunt.tune.objective import (
     trial_dir,
 )
 from foxhunt.tune.pso import INTERRUPTED_ATTR, PSOSampler
-from foxhunt.tune.space import SearchSpace, apply
+from foxhunt.tune.space import KIND_KEY, SearchSpace, apply
 from foxhunt.tune.stats import PBO_BLOCKS, deflated_sharpe_of, probability_of_overfitting
 from foxhunt.tune.storage import open_storage, safe_url
 from foxhunt.tune.tomlfile import best_config, write_toml
@@ -231,7 +235,6 @@ def run_study(config: TuneConfig, ctx: TrialContext, space: SearchSpace, source:
     ctx = replace(ctx, storage_url=config.storage, study_name=config.name, pruner=config.pruner)
     (root / "space.toml").write_text(space.text)
     remaining = config.trials - len(counted_trials(study))
-    distributions = space.distributions()
     began = time.perf_counter()
     pending: dict[Future, Any] = {}
     pool = _Pool(config, ctx, study) if remaining > 0 else None
@@ -239,8 +242,8 @@ def run_study(config: TuneConfig, ctx: TrialContext, space: SearchSpace, source:
     try:
         while submitted < remaining or pending:
             while submitted < remaining and len(pending) < config.parallel:
-                trial = study.ask(distributions)
-                task = TrialTask(trial.number, trial._trial_id, dict(trial.params))
+                trial = study.ask()  # define-by-run: the kind first, then its parameters
+                task = TrialTask(trial.number, trial._trial_id, space.suggest(trial))
                 pending[pool.submit(task)] = trial
                 submitted += 1
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -335,13 +338,17 @@ def load_returns(root: Path, number: int) -> tuple[np.ndarray, np.ndarray] | Non
 # -- the study's record ------------------------------------------------------------------------
 
 
-def trial_rows(study) -> list[dict[str, Any]]:
+def trial_rows(study, space: SearchSpace | None = None) -> list[dict[str, Any]]:
+    """study.json's trial table; `kind` is the learner a trial trained (its `agent.kind`, else
+    the space's one kind)."""
     rows = []
     for t in study.get_trials(deepcopy=False):
         folds = t.user_attrs.get("folds", [])
         rows.append({
             "number": t.number, "state": t.state.name.lower(),
             "value": t.value if t.value is not None and math.isfinite(t.value) else None,
+            "kind": space.kind_of(t.params) if space is not None else
+            t.params.get(KIND_KEY, "dqn"),
             "params": dict(t.params), "seconds": t.user_attrs.get("seconds"),
             "interrupted": bool(t.system_attrs.get(INTERRUPTED_ATTR)),
             "error": t.user_attrs.get("error"),
@@ -352,6 +359,30 @@ def trial_rows(study) -> list[dict[str, Any]]:
                                                        "flat")}} for f in folds],
         })
     return rows
+
+
+def kind_table(rows: list[dict[str, Any]], kinds: list[str] | tuple[str, ...],
+               best: dict[str, Any] | None) -> dict[str, Any]:
+    """Per learner kind: its trials (interrupted ones not counted, as in the DSR's N), how many
+    completed, were pruned or failed, its best and median score over the completed ones and
+    its best trial; and the kind of the study's best trial (`kind_won`, None before any trial
+    completes). All kinds are scored by the same objective, so their figures compare."""
+    table = []
+    for kind in [*kinds, *sorted({r["kind"] for r in rows} - set(kinds))]:
+        mine = [r for r in rows if r["kind"] == kind and not r.get("interrupted")]
+        done = [r for r in mine if r["state"] == "complete" and r["value"] is not None]
+        top = max(done, key=lambda r: r["value"]) if done else None
+        table.append({
+            "kind": kind, "trials": len(mine), "completed": len(done),
+            "pruned": sum(r["state"] == "pruned" for r in mine),
+            "failed": sum(r["state"] == "fail" for r in mine),
+            "best": None if top is None else top["value"],
+            "median": float(np.median([r["value"] for r in done])) if done else None,
+            "best_trial": None if top is None else top["number"]})
+    won = None
+    if best is not None:
+        won = next((r["kind"] for r in rows if r["number"] == best["number"]), None)
+    return {"by_kind": table, "kind_won": won}
 
 
 def selection_stats(study, root: Path) -> dict[str, Any]:
@@ -483,13 +514,17 @@ def write_summary(study, root: Path, config: TuneConfig, source: dict[str, Any],
         "study": config.name, "storage": safe_url(config.storage), **source,
         "sampler": config.sampler, "metric": config.metric, "pruner": config.pruner,
         "direction": "maximize", "trials_requested": config.trials,
-        "space": [p.describe() for p in space.params], "space_keys": space.keys(),
-        "trials": trial_rows(study),
+        "space": space.describe(), "space_keys": space.keys(),
+        "kinds": list(space.kinds), "kind_searched": space.searches_kind,
+        "kind_keys": {k: [p.key for p in space.own.get(k, ())] for k in space.kinds},
+        "trials": trial_rows(study, space),
         "best": None if best is None else {"number": best.number, "value": best.value,
+                                           "kind": space.kind_of(best.params),
                                            "params": dict(best.params), "config": BEST_FILE},
         "throughput": throughput or old.get("throughput"),
         "final": old.get("final"),
     }
+    doc.update(kind_table(doc["trials"], space.kinds, doc["best"]))
     if analyse:
         errors: list[str] = []
         doc.update(_late(errors, "DSR and PBO", lambda: selection_stats(study, root),
