@@ -21,6 +21,11 @@ adjusted series, and with costs the difference is the rolls' extra fills (held t
 tests/backtest/test_rolls.py). Each contract's stretch is one `Leg`: its fills, its PnL after
 costs (it ends flat: rolled out or flattened), and the sum of the legs is the backtest's PnL.
 
+`foxhunt backtest` on a stored continuous series rolls every result (`stored_continuous`,
+`RollingBacktest.refill`): the engine decides on the continuous series (the policy, its features and the
+env's book read it, as paper's mirror does) and its recorded decisions are filled here, so a
+trained agent, a checkpoint and the rule baselines all pay the rolls' costs.
+
 Not yet here (issue 38): trailing stops and session-end flattens across rolls (refused with
 one line). Paper trading rolls a held position as the trading engine's two orders
 (`execution.roller`, driven by `paper.rolling.RollingPaperTrader`), filled as here but for a
@@ -35,10 +40,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from foxhunt.backtest.strategies import TablePolicy
-from foxhunt.data.continuous import ContinuousSeries
+from foxhunt.backtest.results import BacktestResult, compute_metrics
+from foxhunt.backtest.strategies import ActionReplay, TablePolicy
+from foxhunt.backtest.trades import EXIT_REASONS, TRADE_COLUMNS, Trades, extract_trades
+from foxhunt.data.continuous import (
+    ContinuousSeries,
+    ContractSeries,
+    RollRule,
+    build_continuous,
+    fingerprint,
+    stored_contract_series,
+)
 from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument
+from foxhunt.data.series import Bars
 from foxhunt.env import fills
 from foxhunt.env.actions import N_CHOICES, ActionTable, unflatten_actions
 from foxhunt.env.config import EnvConfig
@@ -170,9 +185,11 @@ class RollingBacktest:
         return self.run_targets(self.targets(policy), name or policy.label, window)
 
     def run_targets(self, targets: np.ndarray, name: str = "targets",
-                    window: tuple[int, int] | None = None) -> RollingResult:
+                    window: tuple[int, int] | None = None,
+                    capital: float | None = None) -> RollingResult:
         """`targets[t]`: signed contracts decided at the close of bar t (the module's step
-        order), over bars [first, stop) of the series (default: all)."""
+        order), over bars [first, stop) of the series (default: all), from `capital`
+        (default: the backtest's)."""
         n = len(self.series.bars)
         first, stop = window or (0, n)
         if not 0 <= first < stop <= n or stop - first < 2:
@@ -183,12 +200,13 @@ class RollingBacktest:
             raise ConfigError(f"{name}: {targets.shape[0] if targets.ndim else 0} targets for "
                               f"{n} bars")
         p, pv = self.prices, self.cost.point_value
-        book = Book(0.0, 0.0, self.capital)
+        capital = self.capital if capital is None else capital
+        book = Book(0.0, 0.0, capital)
         legs: list[Leg] = []
         rolls: list[RollFill] = []
         T = stop - first
         equity, position = np.empty(T), np.zeros(T)
-        equity[0] = self.capital
+        equity[0] = capital
 
         def fill(qty: float, ref: float, ts: int, kind: str, contract: str) -> fills.Fill:
             nonlocal book
@@ -218,11 +236,98 @@ class RollingBacktest:
                 fill(-book.position, float(p.close[t]), ts, "final", contract)
             equity[t - first] = book.cash + book.position * float(p.close[t]) * pv
             position[t - first] = book.position
-        pnl = np.diff(equity, prepend=self.capital)
-        return RollingResult(name, self.series.root, (first, stop), self.capital,
+        pnl = np.diff(equity, prepend=capital)
+        return RollingResult(name, self.series.root, (first, stop), capital,
                              p.ts[first:stop].copy(), self.symbols[first:stop], pnl, equity,
                              position, legs, rolls, pv)
+
+    def refill(self, results: list[BacktestResult],
+               periods_per_year: float | None = None) -> list[BacktestResult]:
+        """Each of the engine's `results` on `series.bars` filled again in the traded
+        contracts: the decisions the engine recorded (`actions`: the policy on the continuous
+        series, its book the engine's, as paper's mirror decides) replayed here over the same
+        window from the same capital, so fills, marks, PnL and trades are the contracts' own
+        and each roll pays its two legs. The shaping components (drawdown penalty, hold cost,
+        close bonus) stay the engine's; `pnl` and `cost` are the rolled ones; `close` is the
+        traded contract's own close. Each result's metrics gain `rolls` (the rolls that moved
+        a position) and `roll_costs` (their legs' commission and slippage), and its `engine`
+        those rolls' rows."""
+        return [self._refill(r, periods_per_year) for r in results]
+
+    def _refill(self, result: BacktestResult, periods_per_year: float | None) -> BacktestResult:
+        first, stop = result.window
+        table = np.zeros((len(self.series.bars), 3), dtype=np.uint8)
+        table[first:stop] = result.actions
+        run = self.run_targets(self.targets(ActionReplay(table, label=result.name)),
+                               result.name, result.window, result.capital)
+        done = [f for leg in run.legs for f in leg.fills]
+        cost = np.bincount(np.searchsorted(run.ts, [f.ts for f in done]).astype(np.int64),
+                           weights=[f.commission + f.slippage for f in done],
+                           minlength=stop - first).astype(np.float64)
+        components = {**result.components, "pnl": run.pnl + cost, "cost": cost,
+                      "stop": np.zeros(stop - first)}
+        new = BacktestResult(
+            name=result.name, symbol=result.symbol, window=result.window,
+            capital=result.capital, costs=result.costs, ts=run.ts,
+            close=self.prices.close[first:stop].copy(), pnl=run.pnl, equity=run.equity,
+            position=run.position, actions=result.actions, components=components,
+            trades=self._trades(run),
+            engine={**result.engine, "rolls": [_roll_row(r) for r in run.rolls]})  # fmt: skip
+        new.metrics = compute_metrics(new, periods_per_year, self.instrument.session)
+        new.metrics.update(rolls=len(run.rolls), roll_costs=float(sum(r.cost for r in run.rolls)))
+        return new
+
+    def _trades(self, run: RollingResult) -> Trades:
+        """The round trips of each leg (a roll's out leg ends one, its in leg opens the next),
+        in entry order; bars index the continuous series."""
+        ts, cost = self.prices.ts, self.cost
+
+        def trades(fills_: list[LegFill]) -> Trades:
+            return extract_trades(
+                np.searchsorted(ts, [f.ts for f in fills_]),
+                [EXIT_REASONS.index("end" if f.kind == "final" else "signal") for f in fills_],
+                [f.qty for f in fills_], [f.price for f in fills_],
+                [f.commission + f.slippage for f in fills_],
+                ts=ts, commission=cost.commission, point_value=cost.point_value)
+
+        parts = [trades(leg.fills) for leg in run.legs] or [trades([])]
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in TRADE_COLUMNS}
+        order = np.argsort(cols["entry_bar"], kind="stable")
+        return Trades({k: v[order] for k, v in cols.items()})
 
 
 def _flat(leg: Leg) -> bool:
     return sum(f.qty for f in leg.fills) == 0
+
+
+def stored_continuous(store, instrument: Instrument, spec: str, frame: Bars
+                      ) -> tuple[ContinuousSeries, list[ContractSeries]] | None:  # fmt: skip
+    """The continuous series stored as `instrument` in bar spec `spec` (`frame`, its stored
+    bars), rebuilt from its contract months by its own rule, and those months: None when that
+    series is no continuous one. Refused in one line when the months stored now are not the
+    ones it was built from, or the rebuild's bars differ from the stored ones. (What
+    `paper.rolling.stored_plan` checks too; its plan is `RollPlan.of` of these.)"""
+    root = instrument.symbol
+    derivation = store.continuous(root, spec)
+    if derivation is None:
+        return None
+    _, stored, _ = stored_contract_series(store, root, derivation["bars"])
+    used = [c["symbol"] for c in derivation["contracts"]]
+    months = [s for s in stored if s.symbol in used]
+    rebuild = f"rebuild it (foxhunt data continuous {root} --roll {derivation['roll']} " \
+              f"--adjust {derivation['adjust']})"
+    if [s.symbol for s in months] != used or fingerprint(months) != derivation["fingerprint"]:
+        raise ConfigError(f"{root}: the contract months stored now are not the ones its "
+                          f"continuous series was built from; {rebuild}")
+    series = build_continuous(months, RollRule(**{k: derivation[k] for k in RollRule.model_fields}),
+                              instrument)
+    if not np.array_equal(series.bars.ts, frame.ts):
+        raise ConfigError(f"{root}: the stored continuous series' bars differ from a rebuild "
+                          f"from its months; {rebuild}")
+    return series, months
+
+
+def _roll_row(r: RollFill) -> dict:
+    return {"decided": r.decided, "from": r.from_symbol, "to": r.to_symbol, "ts": r.ts,
+            "qty_out": r.qty_out, "qty_in": r.qty_in, "out_price": r.out_price,
+            "in_price": r.in_price, "cost": r.cost}

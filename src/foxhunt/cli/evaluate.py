@@ -25,7 +25,7 @@ from foxhunt.cli.common import (
     working,
 )
 from foxhunt.cli.data import instrument_registry, open_store
-from foxhunt.errors import FoxhuntError
+from foxhunt.errors import ConfigError, DataError, FoxhuntError
 
 
 def register(app: typer.Typer) -> None:
@@ -42,6 +42,24 @@ def load_series(ctx: typer.Context, symbol: str, bars: str):
     with open_store(ctx) as store:
         frame = store.read_bars(symbol, spec)
     return instrument, frame, periods_per_year(spec, instrument.session, frame.ts)
+
+
+def load_traded_series(ctx: typer.Context, symbol: str, bars: str):
+    """(instrument, stored bars) of a symbol to trade or play: one of the instruments file, or
+    a stored contract month (ESZ24), which trades by its root's spec (tick, point value,
+    commission, session), as paper's months do. `foxhunt live` and `foxhunt venue` take it."""
+    from foxhunt.data.contracts import is_contract_symbol
+
+    registry = instrument_registry(ctx)
+    if not is_contract_symbol(symbol, registry):
+        return load_series(ctx, symbol, bars)[:2]
+    with open_store(ctx) as store:
+        month = next((c for c in store.contracts() if c.symbol == symbol), None)
+        if month is None:
+            raise DataError(f"{symbol}: no such contract month stored; import it (foxhunt data "
+                            f"import {symbol}.csv --symbol ...) or give a stored month's symbol")
+        frame = store.read_bars(symbol, bars)
+    return registry.get(month.root).model_copy(update={"symbol": symbol}), frame
 
 
 def _window(frame, start: str | None, end: str | None, what: str = "a backtest") -> tuple[int, int]:
@@ -126,10 +144,20 @@ def backtest(
     bars = resolve_bars(ctx, symbol, bars)
     run = under_home(ctx, run, existing=True)
     instrument, frame, ppy = load_series(ctx, symbol, bars)
+    series = _continuous(ctx, instrument, bars, frame)
     if run is not None:
+        if series is not None:
+            from foxhunt.report.run import read_run
+            from foxhunt.training.config import TrainingSpec
+
+            tester = _rolling(symbol, bars, series, instrument,
+                              TrainingSpec.model_validate(read_run(run)["spec.json"]).env, costs)
         with working(f"backtesting every fold of {run}"):
             per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev,
                                     periods_per_year=ppy)
+            if series is not None:
+                for fold in per_fold:  # in place: a fold's list keeps its windows' times
+                    fold[:] = _refill(symbol, bars, tester, fold, ppy)
         results = [r for fold in per_fold for r in fold]
     else:
         window = _window(frame, start, end)
@@ -146,8 +174,13 @@ def backtest(
             policies.update({s: parse_strategy(s) for s in BASELINES})
         else:
             policies = {s: parse_strategy(s) for s in strategy}
+        if series is not None:
+            tester = _rolling(symbol, bars, series, instrument, env_config, costs)
         results = run_backtest(frame, instrument, policies=policies, windows=[window],
                                env_config=env_config, costs=costs, device=dev, periods_per_year=ppy)
+        if series is not None:
+            results = _refill(symbol, bars, tester, results, ppy)
+    rolling = None if series is None else _rolling_doc(series)
     rows = _metrics_rows(results)
     if trades is not None:
         if trades.suffix.lower() == ".csv":  # for people: ISO times, prices on the tick grid
@@ -171,12 +204,64 @@ def backtest(
         write_report(data, report)
     if as_json:
         emit_json("backtest", {"symbol": symbol, "bars": bars, "costs": costs, "results": rows,
-                   "report": str(report) if report else None, "trades_file": str(trades) if trades else None})
+                   "report": str(report) if report else None, "trades_file": str(trades) if trades else None,
+                   **({} if rolling is None else {"rolling": rolling})})
         return
     _print_metrics(f"backtest {symbol} {bars} ({'with' if costs else 'without'} costs)", rows)
+    if rolling is not None:
+        _print_rolling(symbol, bars, rolling, rows, instrument.currency)
     for path, what in ((trades, "trades"), (report, "report")):
         if path is not None:
             out.print(f"{what}: {path}")
+
+
+def _continuous(ctx: typer.Context, instrument, bars: str, frame):
+    """The stored continuous series `symbol` `bars` is, rebuilt from its months with its roll
+    table, or None (backtest.rolling.stored_continuous)."""
+    from foxhunt.backtest.rolling import stored_continuous
+
+    with open_store(ctx) as store:
+        found = stored_continuous(store, instrument, bars, frame)
+    return None if found is None else found[0]
+
+
+def _rolling(symbol: str, bars: str, series, instrument, env_config, costs: bool):
+    """The rolling backtest of a continuous series; what it cannot roll is refused in one line
+    before the engine runs."""
+    from foxhunt.backtest.rolling import RollingBacktest
+
+    try:
+        return RollingBacktest(series, instrument, env_config, costs=costs)
+    except ConfigError as exc:
+        raise ConfigError(f"{symbol} {bars} is a continuous series, backtested across its rolls: "
+                          f"{exc}") from None
+
+
+def _refill(symbol: str, bars: str, tester, results, ppy):
+    """The engine's results filled in the traded contract months, each roll paying its legs."""
+    try:
+        return tester.refill(results, ppy)
+    except ConfigError as exc:
+        raise ConfigError(f"{symbol} {bars} is a continuous series, backtested across its rolls: "
+                          f"{exc}") from None
+
+
+def _rolling_doc(series) -> dict[str, Any]:
+    """What `--json` says of a backtest across rolls: how the series rolls and its roll table."""
+    return {"roll": series.rule.roll, "adjust": series.rule.adjust,
+            "contracts": [c.symbol for c in series.contracts],
+            "rolls": [r.to_dict() for r in series.rolls]}
+
+
+def _print_rolling(symbol: str, bars: str, rolling: dict[str, Any], rows, currency: str) -> None:
+    out.print(f"filled in {symbol}'s contract months ({', '.join(rolling['contracts'])}), "
+              f"rolled by its roll table ({rolling['roll']} roll, {rolling['adjust']} "
+              f"adjustment, {len(rolling['rolls'])} rolls: foxhunt data rolls {symbol} --bars "
+              f"{bars})", markup=False)
+    for r in rows:
+        out.print(f"{r['policy']} ({r['window'][0]}..{r['window'][1]}): {r['rolls']} rolls of a "
+                  f"held position, their legs' costs {r['roll_costs']:,.2f} {currency}",
+                  markup=False)
 
 
 def report_cmd(

@@ -36,7 +36,7 @@ from foxhunt.cli.common import (
     settings_of,
     under_home,
 )
-from foxhunt.errors import ConfigError, DataError, FoxhuntError
+from foxhunt.errors import ConfigError, FoxhuntError
 
 risk_app = typer.Typer(help="Trading state, limits and the kill switch of an account.",
                        no_args_is_help=True)
@@ -438,6 +438,7 @@ def live(
         telemetry.configure("foxhunt-live", join_parent_trace=False)
 
     from foxhunt.backtest.strategies import parse_strategy
+    from foxhunt.cli.evaluate import load_traded_series
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
     from foxhunt.live.venues import (
         check_venue,
@@ -473,7 +474,7 @@ def live(
     url = _log_url(ctx, account, log)
     files = _files(ctx, account, log)
     _refuse_continuous(ctx, symbol, bars)
-    instrument, frame = _live_series(ctx, symbol, bars)
+    instrument, frame = load_traded_series(ctx, symbol, bars)
     replayed = None
     if history_to is not None:
         from foxhunt.cli.evaluate import _window
@@ -594,25 +595,6 @@ def _refuse_continuous(ctx: typer.Context, symbol: str, bars: str) -> None:
         f"{symbol} {bars} is a continuous series, and foxhunt live does not roll a position "
         f"yet (it would trade the stitched prices and never roll): trade the front month's own "
         f"symbol instead ({instead})")
-
-
-def _live_series(ctx: typer.Context, symbol: str, bars: str):
-    """The instrument and stored bars `foxhunt live` trades: a symbol of the instruments file,
-    or a stored contract month (ESZ24), which trades by its root's spec, as paper's months do."""
-    from foxhunt.cli.data import instrument_registry, open_store
-    from foxhunt.cli.evaluate import load_series
-    from foxhunt.data.contracts import is_contract_symbol
-
-    registry = instrument_registry(ctx)
-    if not is_contract_symbol(symbol, registry):
-        return load_series(ctx, symbol, bars)[:2]
-    with open_store(ctx) as store:
-        month = next((c for c in store.contracts() if c.symbol == symbol), None)
-        if month is None:
-            raise DataError(f"{symbol}: no such contract month stored; import it (foxhunt data "
-                            f"import {symbol}.csv --symbol ...) or give a stored month's symbol")
-        frame = store.read_bars(symbol, bars)
-    return registry.get(month.root).model_copy(update={"symbol": symbol}), frame
 
 
 def agent_checkpoint(run: Path | None, checkpoint: Path | None, doing: str

@@ -37,14 +37,14 @@ def register(app: typer.Typer) -> None:
 
 def _markets(ctx: typer.Context, symbols: list[str], bars: str | None, start: str | None,
              end: str | None) -> list[Any]:  # fmt: skip
-    from foxhunt.cli.evaluate import _window, load_series
+    from foxhunt.cli.evaluate import _window, load_traded_series
     from foxhunt.live.fix.exchange import Market
     from foxhunt.orders.contract import Contract
 
     markets = []
     for symbol in symbols:
         series = resolve_bars(ctx, symbol, bars)
-        instrument, frame, _ = load_series(ctx, symbol, series)
+        instrument, frame = load_traded_series(ctx, symbol, series)
         lo, hi = _window(frame, start, end, "the exchange")
         markets.append(Market.of(Contract.from_instrument(instrument), frame.slice(lo, hi),
                                  instrument.session))
@@ -54,7 +54,8 @@ def _markets(ctx: typer.Context, symbols: list[str], bars: str | None, start: st
 def venue(
     ctx: typer.Context,
     symbols: Annotated[str, typer.Argument(
-        help="Symbols with stored bars, comma-separated (ES or ES,NQ).")],
+        help="Symbols with stored bars, comma-separated (ES or ES,NQ); a stored contract "
+        "month (ESU24) plays its own bars by its root's spec.")],
     port: Annotated[int, typer.Option(help="TCP port to listen on.", min=1, max=65535)] = 9878,
     host: Annotated[str, typer.Option(
         help="Address to listen on (another than 127.0.0.1 opens it to the network).")
