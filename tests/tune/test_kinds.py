@@ -165,6 +165,10 @@ BAD = [
      's.toml: agent.kind: search the learner as { choices = ["dqn", "pqn", "ppo"] }'),
     ({"kind": {"ppo": {"agent": {"kind": {"choices": ["ppo"]}}}}},
      "s.toml: [kind.ppo] agent.kind: the kind is searched in the shared [agent] table"),
+    ({"kind": {"ppo": {"clip_coef": {"low": 0.1, "high": 0.2}}}},
+     "s.toml [kind.ppo]: unknown key 'clip_coef' (a setting of [ppo]: write ppo.clip_coef)"),
+    ({"kind": {"pqn": {"lr": {"low": 1e-4, "high": 1e-3}}}},
+     "s.toml [kind.pqn]: unknown key 'lr' (a setting of [agent], [pqn], [ppo]: write pqn.lr)"),
     ({"kind": {"ppo": {"ppo": {"clip_koef": {"low": 0.1, "high": 0.2}}}}},
      "s.toml [kind.ppo]: unknown key 'ppo.clip_koef'"),
     ({"kind": {"ppo": {"ppo": {"clip_coef": {"low": 0.3, "high": 0.2}}}}},
@@ -255,6 +259,8 @@ def test_the_record_counts_trials_per_kind_and_names_the_winner(tmp_path, monkey
     assert doc["kind_searched"] and doc["kinds"] == ["dqn", "pqn", "ppo"]
     assert doc["kind_keys"] == {k: [p.key for p in space.own[k]] for k in KINDS}
     assert json.loads((tmp_path / "study.json").read_text())["by_kind"] == doc["by_kind"]
+    assert f"(trial {doc['best']['number']}, kind pqn, validation sharpe" in \
+        (tmp_path / BEST_FILE).read_text()
     best = tomllib.loads((tmp_path / BEST_FILE).read_text())
     assert best["agent"]["kind"] == "pqn" and set(best["pqn"]) == {"q_lambda", "lr"}
     html = render_study_report(doc)

@@ -264,7 +264,7 @@ def parse_space(doc: Mapping[str, Any], source: str, text: str = "",
             raise ConfigError(f"{source}: {where} is a table of {kind}'s own keys, e.g. "
                               f"{where} agent.lr = {{ low = 1e-5, high = 1e-3, log = true }}")
         params: list[Param] = []
-        _walk(table, TrainingSpec, "", f"{source} {where}", params)
+        _walk(table, TrainingSpec, "", f"{source} {where}", params, kind)
         for p in params:
             if p.key == KIND_KEY:
                 raise ConfigError(f"{source}: {where} {KIND_KEY}: the kind is searched in the "
@@ -339,13 +339,23 @@ def _reason(message: str) -> str:
 
 
 def _walk(doc: Mapping[str, Any], model: type[BaseModel], prefix: str, source: str,
-          out: list[Param]) -> None:
+          out: list[Param], kind: str | None = None) -> None:
+    """The bounds in `doc` (a table of `model`'s settings at `prefix`) as Params in `out`;
+    `kind` is the kind whose [kind.*] table this is (for a hint)."""
     for name, value in doc.items():
         key = f"{prefix}{name}"
         info = model.model_fields.get(name)
         if info is None:
             where = f"[{prefix[:-1]}]" if prefix else "the training config"
             known = ", ".join(sorted(model.model_fields))
+            homes = [] if prefix else [
+                section for section, f in model.model_fields.items()
+                if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel)
+                and name in f.annotation.model_fields]
+            if homes:  # e.g. a bare `clip_coef` in [kind.ppo]: its section is missing
+                home = kind if kind in homes else homes[0]
+                raise ConfigError(f"{source}: unknown key '{key}' (a setting of "
+                                  f"{', '.join(f'[{h}]' for h in homes)}: write {home}.{name})")
             raise ConfigError(f"{source}: unknown key '{key}' (not a setting of {where}; "
                               f"known: {known})")
         sub = info.annotation
@@ -353,7 +363,7 @@ def _walk(doc: Mapping[str, Any], model: type[BaseModel], prefix: str, source: s
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{source}: '{key}' is a section: write [{key}] with bounds "
                                   "for its keys")
-            _walk(value, sub, f"{key}.", source, out)
+            _walk(value, sub, f"{key}.", source, out, kind)
             continue
         out.append(_param(key, value, source))
 

@@ -282,7 +282,8 @@ def write_best(root: Path, config: TuneConfig, ctx: TrialContext,
     """best.toml: the base settings with the best trial's parameters, a config `foxhunt train`
     takes."""
     best = doc["best"]
-    header = [(f"foxhunt tune: best of study '{config.name}' (trial {best['number']}, "
+    kind = f"kind {best['kind']}, " if doc.get("kind_searched") else ""
+    header = [(f"foxhunt tune: best of study '{config.name}' (trial {best['number']}, {kind}"
               f"validation {config.metric} {best['value']:.4g})"),
               (f"deflated Sharpe ratio {_fmt(doc['deflated_sharpe'].get('dsr'))}, "
               f"PBO {_fmt(doc['pbo'].get('pbo'))}; GPU profile {ctx.profile.name}"),
