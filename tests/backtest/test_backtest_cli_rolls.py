@@ -2,7 +2,7 @@
 (issue 38): the same PnL as `RollingBacktest` called directly, the engine's on the stitched
 series less exactly the rolls' extra fills (and, on an unadjusted series, less the gaps the
 stitched prices would earn), for rules (`--strategy`), a checkpoint and a trained run
-(`--run`). What cannot be rolled is refused in one line."""
+(`--run`, and the run's `foxhunt report`). What cannot be rolled is refused in one line."""
 
 from __future__ import annotations
 
@@ -193,6 +193,12 @@ def test_a_trained_run_on_a_continuous_series_rolls_every_fold(home, tmp_path):
                 == cents(agent["roll_costs"]) or agent["rolls"] == 0)
         rolled_across += agent["rolls"]
     assert rolled_across > 0, "the case must hold the agent's position across a roll"
+    # the run's report backtests its folds the same way
+    report = cli_ok(home, "report", str(tmp_path / "run"), "--out", str(tmp_path / "r.html"),
+                    "--device", "cpu")
+    assert [(r["policy"], r["window"], r["total_pnl"], r["rolls"]) for r in report["results"]] == [
+        (r["policy"], r["window"], r["total_pnl"], r["rolls"]) for r in doc["results"]]
+    assert (tmp_path / "r.html").stat().st_size > 0
 
 
 def refused(home, *argv: str) -> str:

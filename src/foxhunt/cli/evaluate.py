@@ -135,7 +135,7 @@ def backtest(
     from foxhunt.backtest import checkpoint_policy, parse_strategy, run_backtest, write_trades
     from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
-    from foxhunt.report.run import backtest_run, run_report_data
+    from foxhunt.report.run import run_report_data
 
     chosen = [x for x in (run, checkpoint, strategy) if x]
     if len(chosen) != 1:
@@ -146,18 +146,9 @@ def backtest(
     instrument, frame, ppy = load_series(ctx, symbol, bars)
     series = _continuous(ctx, instrument, bars, frame)
     if run is not None:
-        if series is not None:
-            from foxhunt.report.run import read_run
-            from foxhunt.training.config import TrainingSpec
-
-            tester = _rolling(symbol, bars, series, instrument,
-                              TrainingSpec.model_validate(read_run(run)["spec.json"]).env, costs)
         with working(f"backtesting every fold of {run}"):
-            per_fold = backtest_run(run, frame, instrument, costs=costs, device=dev,
-                                    periods_per_year=ppy)
-            if series is not None:
-                for fold in per_fold:  # in place: a fold's list keeps its windows' times
-                    fold[:] = _refill(symbol, bars, tester, fold, ppy)
+            per_fold = _backtest_folds(run, symbol, bars, series, frame, instrument,
+                                       costs=costs, device=dev, periods_per_year=ppy)
         results = [r for fold in per_fold for r in fold]
     else:
         window = _window(frame, start, end)
@@ -213,6 +204,26 @@ def backtest(
     for path, what in ((trades, "trades"), (report, "report")):
         if path is not None:
             out.print(f"{what}: {path}")
+
+
+def _backtest_folds(run: Path, symbol: str, bars: str, series, frame, instrument, *,
+                    costs: bool = True, device=None, periods_per_year: float | None = None):
+    """`report.run.backtest_run`, every fold's results filled across the rolls where `series`
+    (the stored continuous series `symbol` `bars` is) is one."""
+    from foxhunt.report.run import backtest_run
+
+    if series is not None:  # what cannot be rolled is refused before the folds run
+        from foxhunt.report.run import read_run
+        from foxhunt.training.config import TrainingSpec
+
+        tester = _rolling(symbol, bars, series, instrument,
+                          TrainingSpec.model_validate(read_run(run)["spec.json"]).env, costs)
+    per_fold = backtest_run(run, frame, instrument, costs=costs, device=device,
+                            periods_per_year=periods_per_year)
+    if series is not None:
+        for fold in per_fold:  # in place: a fold's list keeps its windows' times
+            fold[:] = _refill(symbol, bars, tester, fold, periods_per_year)
+    return per_fold
 
 
 def _continuous(ctx: typer.Context, instrument, bars: str, frame):
@@ -282,12 +293,14 @@ def report_cmd(
     run_dir = under_home(ctx, run_dir, existing=True)
     from foxhunt.devices import resolve_device
     from foxhunt.report import write_report
-    from foxhunt.report.run import SOURCE_FILE, backtest_run, read_run, run_report_data
+    from foxhunt.report.run import SOURCE_FILE, read_run, run_report_data
 
     dev = resolve_device(device)
     source = read_run(run_dir)[SOURCE_FILE]
-    instrument, frame, ppy = load_series(ctx, source["symbol"], source["bars"])
-    per_fold = backtest_run(run_dir, frame, instrument, device=dev, periods_per_year=ppy)
+    symbol, bars = source["symbol"], source["bars"]
+    instrument, frame, ppy = load_series(ctx, symbol, bars)
+    per_fold = _backtest_folds(run_dir, symbol, bars, _continuous(ctx, instrument, bars, frame),
+                               frame, instrument, device=dev, periods_per_year=ppy)
     write_report(run_report_data(run_dir, per_fold, bars=frame), out_file)
     rows = _metrics_rows([r for fold in per_fold for r in fold])
     if as_json:
