@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foxhunt import schemas
 from foxhunt.backtest import (
     ActionReplay,
     BuyAndHold,
@@ -85,6 +86,7 @@ def test_rules_on_a_continuous_series_are_the_rolling_backtest_to_the_cent(home,
     trades = tmp_path / "trades.json"
     doc = cli_ok(home, *BT, *(x for r in RULES for x in ("--strategy", r)),
                  "--trades", str(trades))
+    schemas.validate(doc)
     series = built()
     assert doc["rolling"]["roll"] == "volume" and doc["rolling"]["adjust"] == "difference"
     assert doc["rolling"]["contracts"] == ["ESH24", "ESM24", "ESU24", "ESZ24"]
