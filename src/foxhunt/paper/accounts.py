@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.errors import ConfigError, DataError, FoxhuntError
 
 ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 OPERATOR_ACTIONS = ("halt", "reduce", "resume", "kill")
@@ -155,15 +155,24 @@ def risk_of(files):
 
 
 def account_contracts(files, contracts: Mapping[str, Any]) -> dict[str, Any]:
-    """The instruments' contracts, and the contract months the account's run holds (a paper
-    run over a continuous series names them in its arguments file)."""
-    meta = files.read_meta() or {}
-    root, months = meta.get("symbol"), meta.get("contracts") or []
-    if not months or root not in contracts:
-        return dict(contracts)
+    """The instruments' contracts, and the contract months the account's run holds: those a
+    paper run over a continuous series names in its arguments file, or the one month a run
+    trades by its own symbol (`foxhunt live ESU24`), each by its root's spec."""
+    from foxhunt.data.contracts import parse_symbol
     from foxhunt.paper.rolling import month_contracts
 
-    return {**contracts, **month_contracts(contracts[root], months)}
+    meta = files.read_meta() or {}
+    symbol, months = meta.get("symbol"), meta.get("contracts") or []
+    if months and symbol in contracts:
+        return {**contracts, **month_contracts(contracts[symbol], months)}
+    if isinstance(symbol, str) and symbol not in contracts:
+        try:
+            root = parse_symbol(symbol, 2000)[0]
+        except DataError:
+            return dict(contracts)
+        if root in contracts:
+            return {**contracts, **month_contracts(contracts[root], [symbol])}
+    return dict(contracts)
 
 
 def open_account(home: Path, account: str, log: str | None, contracts: Mapping[str, Any]):

@@ -91,6 +91,14 @@ def test_live_on_a_month_trades_its_own_prices_against_the_venue_on_that_month(h
     last = Decimal(repr(float(own.close[-1])))
     assert Decimal(doc["pnl"]) == (last - entry) * 3 * 50 - 3 * Decimal("2.25")
     assert doc["ended"].endswith("the venue's data ended for ESU24")
+    # the account's commands read a month's log by its root's spec, as paper's months
+    positions = cli_ok(home, "positions", "--account", "month")
+    held = {p["symbol"]: p for p in positions["positions"]}
+    assert (held["ESU24"]["position"], held["ESU24"]["root"], held["ESU24"]["contract"]) == (
+        3, "ES", "ESU24")
+    orders = cli_ok(home, "orders", "--account", "month")
+    assert [o["symbol"] for o in orders["orders"]] == ["ESU24"]
+    assert cli_ok(home, "risk", "status", "--account", "month")["trading_state"] == "ACTIVE"
 
 
 def test_a_month_not_stored_is_refused_in_one_line(home):
