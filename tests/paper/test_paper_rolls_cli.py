@@ -63,7 +63,7 @@ def test_paper_refuses_a_continuous_series_whose_months_changed(capsys, tmp_path
                        "--account", "x")
     assert code != 0
     assert ("ES: the contract months stored now are not the ones its continuous series was "
-            "built from; rebuild it (foxhunt data continuous ES)") in " ".join(err.split())
+            "built from; rebuild it (foxhunt data continuous ES --roll ") in " ".join(err.split())
 
 
 def test_an_instrument_without_months_shows_itself_as_its_root(capsys, isolated_home):

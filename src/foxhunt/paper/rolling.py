@@ -30,14 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from foxhunt.backtest.rolling import stored_continuous
 from foxhunt.backtest.trades import TRADE_COLUMNS, Trades
 from foxhunt.data.continuous import (
     ContinuousSeries,
     ContractSeries,
-    RollRule,
-    build_continuous,
-    fingerprint,
-    stored_contract_series,
 )
 from foxhunt.data.grid import tradable
 from foxhunt.data.instruments import Instrument
@@ -101,27 +98,11 @@ class RollPlan:
 
 def stored_plan(store, instrument: Instrument, spec: str, frame: Bars) -> RollPlan | None:
     """The plan of the continuous series stored as `instrument` in bar spec `spec` (`frame`,
-    its bars), rebuilt from the stored contract months by its own rule; None when that series
-    is no continuous series. Refused in one line when the months are no longer the ones it was
-    built from."""
-    root = instrument.symbol
-    derivation = store.continuous(root, spec)
-    if derivation is None:
-        return None
-    _, stored, _ = stored_contract_series(store, root, derivation["bars"])
-    used = [c["symbol"] for c in derivation["contracts"]]
-    months = [s for s in stored if s.symbol in used]
-    if [s.symbol for s in months] != used or fingerprint(months) != derivation["fingerprint"]:
-        raise ConfigError(f"{root}: the contract months stored now are not the ones its "
-                          f"continuous series was built from; rebuild it (foxhunt data "
-                          f"continuous {root}) before paper trading it")
-    rule = RollRule(**{k: derivation[k] for k in ("roll", "adjust", "days_before",
-                                                  "latest_days_before")})
-    series = build_continuous(months, rule, instrument)
-    if not np.array_equal(series.bars.ts, frame.ts):
-        raise ConfigError(f"{root}: the stored continuous series' bars differ from a rebuild "
-                          f"from its months; rebuild it (foxhunt data continuous {root})")
-    return RollPlan.of(series, months)
+    its bars), rebuilt from the stored contract months by its own rule
+    (`backtest.rolling.stored_continuous`, whose checks refuse a stale series in one line);
+    None when that series is no continuous series."""
+    found = stored_continuous(store, instrument, spec, frame)
+    return None if found is None else RollPlan.of(*found)
 
 
 class RollingPaperTrader(PaperTrader):
