@@ -35,7 +35,7 @@ def refused(home, *argv: str) -> str:
 
 
 def test_live_on_a_continuous_series_is_refused_naming_the_front_month(home, monkeypatch):
-    monkeypatch.setattr("foxhunt.cli.trading._today", lambda: date(2024, 7, 1))
+    monkeypatch.setattr("foxhunt.cli.evaluate._today", lambda: date(2024, 7, 1))
     assert refused(home, "live", "ES", "--bars", "1d", *SMA, *IB) == (
         "error: ES 1d is a continuous series, and foxhunt live does not roll a position yet "
         "(it would trade the stitched prices and never roll): trade the front month's own "
@@ -57,3 +57,12 @@ def test_the_front_months_own_symbol_is_taken(home):
     assert refused(home, "live", "ESX24", "--bars", "1d", *SMA, *IB) == (
         "error: ESX24: no such contract month stored; import it (foxhunt data import ESX24.csv "
         "--symbol ...) or give a stored month's symbol")
+
+
+def test_the_local_exchange_refuses_a_continuous_series_the_same_way(home, monkeypatch):
+    """`foxhunt venue ES` would play stitched prices that no month ever traded at."""
+    monkeypatch.setattr("foxhunt.cli.evaluate._today", lambda: date(2024, 7, 1))
+    assert refused(home, "venue", "ES", "--bars", "1d", "--port", "1") == (
+        "error: ES 1d is a continuous series, and foxhunt venue does not roll a position yet "
+        "(it would trade the stitched prices and never roll): trade the front month's own "
+        "symbol instead (foxhunt venue ESU24, the front month stored)")

@@ -62,6 +62,35 @@ def load_traded_series(ctx: typer.Context, symbol: str, bars: str):
     return registry.get(month.root).model_copy(update={"symbol": symbol}), frame
 
 
+def _today():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).date()
+
+
+def refuse_continuous(ctx: typer.Context, symbol: str, bars: str, command: str) -> None:
+    """`foxhunt live` and `foxhunt venue` trade one symbol's own prices and never roll: on a
+    stored continuous series they would trade the stitched prices and hold a position past its
+    month's expiry, so it is refused in one line naming the month to trade instead
+    (docs/futures.md)."""
+    with open_store(ctx) as store:
+        if store.continuous(symbol, bars) is None:
+            return
+        months = store.contracts(symbol)
+    today = _today()
+    front = next((c for c in months if c.expiry >= today), None)
+    if front is not None:
+        instead = f"{command} {front.symbol}, the front month stored"
+    else:
+        last = f"end with {months[-1].symbol}, expired" if months else "are gone"
+        instead = (f"the stored months {last}: import the front month's bars (foxhunt data "
+                   f"import FILE --symbol {symbol}) and trade it")
+    raise ConfigError(
+        f"{symbol} {bars} is a continuous series, and {command} does not roll a position "
+        f"yet (it would trade the stitched prices and never roll): trade the front month's own "
+        f"symbol instead ({instead})")
+
+
 def _window(frame, start: str | None, end: str | None, what: str = "a backtest") -> tuple[int, int]:
     """Bar rows [lo, hi) of --from/--to; `what` names the calling command in the error."""
     import numpy as np

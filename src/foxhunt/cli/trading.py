@@ -438,7 +438,7 @@ def live(
         telemetry.configure("foxhunt-live", join_parent_trace=False)
 
     from foxhunt.backtest.strategies import parse_strategy
-    from foxhunt.cli.evaluate import load_traded_series
+    from foxhunt.cli.evaluate import load_traded_series, refuse_continuous
     from foxhunt.live.trader import LiveRuleDecider, LiveTrader
     from foxhunt.live.venues import (
         check_venue,
@@ -473,7 +473,7 @@ def live(
     limits = load_risk_config(risk) if risk is not None else RiskConfig()
     url = _log_url(ctx, account, log)
     files = _files(ctx, account, log)
-    _refuse_continuous(ctx, symbol, bars)
+    refuse_continuous(ctx, symbol, bars, "foxhunt live")
     instrument, frame = load_traded_series(ctx, symbol, bars)
     replayed = None
     if history_to is not None:
@@ -565,36 +565,6 @@ def live(
     out.print(f"PnL {result.pnl:+,.2f} {contract.currency}, equity {result.equity:,.2f}, "
               f"position {result.position:+d}, {result.trading_state}"
               + (f"; ended: {result.ended}" if result.ended else ""))
-
-
-def _today():
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).date()
-
-
-def _refuse_continuous(ctx: typer.Context, symbol: str, bars: str) -> None:
-    """`foxhunt live` trades one symbol's own prices and never rolls: on a stored continuous
-    series it would trade the stitched prices and hold a position past its month's expiry, so
-    it is refused in one line naming the month to trade instead (docs/futures.md)."""
-    from foxhunt.cli.data import open_store
-
-    with open_store(ctx) as store:
-        if store.continuous(symbol, bars) is None:
-            return
-        months = store.contracts(symbol)
-    today = _today()
-    front = next((c for c in months if c.expiry >= today), None)
-    if front is not None:
-        instead = f"foxhunt live {front.symbol}, the front month stored"
-    else:
-        last = f"end with {months[-1].symbol}, expired" if months else "are gone"
-        instead = (f"the stored months {last}: import the front month's bars (foxhunt data "
-                   f"import FILE --symbol {symbol}) and trade it")
-    raise ConfigError(
-        f"{symbol} {bars} is a continuous series, and foxhunt live does not roll a position "
-        f"yet (it would trade the stitched prices and never roll): trade the front month's own "
-        f"symbol instead ({instead})")
 
 
 def agent_checkpoint(run: Path | None, checkpoint: Path | None, doing: str

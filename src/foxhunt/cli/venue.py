@@ -37,13 +37,14 @@ def register(app: typer.Typer) -> None:
 
 def _markets(ctx: typer.Context, symbols: list[str], bars: str | None, start: str | None,
              end: str | None) -> list[Any]:  # fmt: skip
-    from foxhunt.cli.evaluate import _window, load_traded_series
+    from foxhunt.cli.evaluate import _window, load_traded_series, refuse_continuous
     from foxhunt.live.fix.exchange import Market
     from foxhunt.orders.contract import Contract
 
     markets = []
     for symbol in symbols:
         series = resolve_bars(ctx, symbol, bars)
+        refuse_continuous(ctx, symbol, series, "foxhunt venue")
         instrument, frame = load_traded_series(ctx, symbol, series)
         lo, hi = _window(frame, start, end, "the exchange")
         markets.append(Market.of(Contract.from_instrument(instrument), frame.slice(lo, hi),
