@@ -14,6 +14,7 @@ is left to come). On the CPU a run is reproducible from its seed.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
@@ -87,7 +88,7 @@ class RolloutBuffer:
                        observe(self.next_bar, self.next_pos_state))
 
 
-class RolloutLearner:
+class RolloutLearner(ABC):
     """What the rollout learners (PQN here, PPO in `training.ppo`) share: the epoch's metrics
     read once, and a resume point of Adam's state and where the fold stands. A subclass
     collects and trains one rollout at a time (`collect`, `update`), sets its schedule before
@@ -114,17 +115,20 @@ class RolloutLearner:
         self.transitions = 0
         self.rollouts = 0  # trained on so far in the fold: where its schedule stands
 
+    @abstractmethod
     def rollout_steps(self) -> int:
-        raise NotImplementedError
+        """Env steps a rollout collects."""
 
     def before_rollout(self, rollouts: int) -> None:
         """Set what the fold's schedule says for its next rollout, of `rollouts` in all."""
 
+    @abstractmethod
     def collect(self) -> None:
-        raise NotImplementedError
+        """One rollout of the current policy into the fold's buffer."""
 
+    @abstractmethod
     def update(self) -> None:
-        raise NotImplementedError
+        """The algorithm's update on the rollout just collected."""
 
     def read_metrics(self) -> EpochMetrics:
         """The one host read per epoch; the accumulators restart from zero."""
