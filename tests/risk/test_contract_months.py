@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from foxhunt.data.contracts import root_of
 from foxhunt.errors import ConfigError
 from foxhunt.orders import Order, OrderBook, OrderFilled, OrderType, Side
 from foxhunt.portfolio import Account
 from foxhunt.risk import RiskConfig, RiskEngine
-from foxhunt.risk.engine import root_of
 
 from .desk import CL, CL_80, ES, ES_4500, Desk, months
 

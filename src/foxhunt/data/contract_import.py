@@ -32,7 +32,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from foxhunt.data.contracts import FuturesContract, is_contract_symbol, parse_symbol, resolve
+from foxhunt.data.contracts import (
+    FuturesContract,
+    is_contract_symbol,
+    parse_symbol,
+    resolve,
+    root_of,
+)
 from foxhunt.data.instruments import InstrumentRegistry
 from foxhunt.data.readers import (
     bars_from_table,
@@ -131,11 +137,7 @@ def _root_of(symbol: str) -> str:
 
 
 def _is_symbol(text: str) -> bool:
-    try:
-        parse_symbol(text, 2000)
-    except DataError:
-        return False
-    return True
+    return root_of(text) is not None
 
 
 def _groups(path: Path, symbol: str, contract_symbol: bool,

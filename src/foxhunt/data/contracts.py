@@ -85,16 +85,20 @@ def parse_symbol(text: str, reference_year: int) -> tuple[str, int, int]:
     return root, year, MONTH_CODES.index(code) + 1
 
 
+def root_of(symbol: str) -> str | None:
+    """The root of a contract month's symbol (ESH24 -> ES); None for any other symbol (ES,
+    MES, 6E, SYN: a root or an instrument without months)."""
+    try:
+        root, _, _ = parse_symbol(symbol, 2000)
+    except DataError:
+        return None
+    return root
+
+
 def is_contract_symbol(text: str, registry: InstrumentRegistry) -> bool:
     """Whether `text` names a contract month of a known root (and is not itself a known
     instrument: `MES` is a root, not M-E-S)."""
-    if text in registry:
-        return False
-    try:
-        root, _, _ = parse_symbol(text, 2000)
-    except DataError:
-        return False
-    return root in registry
+    return text not in registry and root_of(text) in registry
 
 
 def resolve(text: str, registry: InstrumentRegistry, first_ts: int,

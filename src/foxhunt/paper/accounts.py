@@ -158,20 +158,16 @@ def account_contracts(files, contracts: Mapping[str, Any]) -> dict[str, Any]:
     """The instruments' contracts, and the contract months the account's run holds: those a
     paper run over a continuous series names in its arguments file, or the one month a run
     trades by its own symbol (`foxhunt live ESU24`), each by its root's spec."""
-    from foxhunt.data.contracts import parse_symbol
+    from foxhunt.data.contracts import root_of
     from foxhunt.paper.rolling import month_contracts
 
     meta = files.read_meta() or {}
     symbol, months = meta.get("symbol"), meta.get("contracts") or []
     if months and symbol in contracts:
         return {**contracts, **month_contracts(contracts[symbol], months)}
-    if isinstance(symbol, str) and symbol not in contracts:
-        try:
-            root = parse_symbol(symbol, 2000)[0]
-        except DataError:
-            return dict(contracts)
-        if root in contracts:
-            return {**contracts, **month_contracts(contracts[root], [symbol])}
+    root = root_of(symbol) if isinstance(symbol, str) and symbol not in contracts else None
+    if root in contracts:
+        return {**contracts, **month_contracts(contracts[root], [symbol])}
     return dict(contracts)
 
 
@@ -233,7 +229,6 @@ def orders_doc(engine, account: str, url: str, status: str = "all", last: int = 
 def _root_month(symbol: str, instruments: Mapping[str, Any]) -> tuple[str, tuple[int, int] | None]:
     """(root, (year, month)) of a contract month of a known root; (symbol, None) otherwise."""
     from foxhunt.data.contracts import parse_symbol
-    from foxhunt.errors import DataError
 
     try:
         root, year, month = parse_symbol(symbol, 2000)

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from foxhunt.data.contracts import parse_symbol
-from foxhunt.errors import ConfigError, DataError
+from foxhunt.data.contracts import root_of
+from foxhunt.errors import ConfigError
 from foxhunt.events import Event
 from foxhunt.orders.book import OrderBook
 from foxhunt.orders.contract import Contract
@@ -81,16 +81,6 @@ class KillPlan:
 
 def _money(x: Decimal | float) -> str:
     return f"{x:,.2f}"
-
-
-def root_of(symbol: str) -> str | None:
-    """The root of a contract month's symbol (ESH24 -> ES); None for any other symbol (ES,
-    MES, 6E, SYN: a root or an instrument without months)."""
-    try:
-        root, _, _ = parse_symbol(symbol, 2000)
-    except DataError:
-        return None
-    return root
 
 
 class Limits:
